@@ -1,0 +1,112 @@
+#pragma once
+// The compute backend interface. The model, optimizer and parallel schemes call these operations on
+// raw pointers into the backend's memory; a backend (Kokkos in kernels/kokkos/, CUDA in kernels/cuda/)
+// implements each. Keeping the interface on pointers + sizes lets one model code drive every backend.
+//
+// Conventions (every implementation must follow them; the tests in tests/kernels check them):
+//  * Row-major. N = B*T rows. Weights are [out, in] (PyTorch Linear layout): y = x W^T + b.
+//  * Every backward op ACCUMULATES (+=) into every gradient it writes, parameter and input gradients
+//    alike. Callers zero gradient buffers when a fresh gradient is wanted. This makes gradient
+//    accumulation over micro-batches and residual branches free.
+//  * Deterministic: the same inputs give bit-identical outputs (no atomics on floats, fixed
+//    reduction order), so recompute modes and reruns agree bit for bit.
+//  * fp32 storage; reductions over long axes (LayerNorm statistics, norms, losses) in double.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace trident {
+
+class Kernels {
+ public:
+  virtual ~Kernels() = default;
+  virtual std::string name() const = 0;
+
+  // ---- memory (in the backend's memory space) ----
+  virtual float* alloc(int64_t n) = 0;          // zero-initialised
+  virtual int32_t* alloc_int(int64_t n) = 0;    // zero-initialised
+  virtual void free(void* p) = 0;
+  virtual void copy_to_device(float* dst, const float* host_src, int64_t n) = 0;
+  virtual void copy_to_host(float* host_dst, const float* src, int64_t n) = 0;
+  virtual void copy_to_device_int(int32_t* dst, const int32_t* host_src, int64_t n) = 0;
+  virtual void copy(float* dst, const float* src, int64_t n) = 0;  // device to device
+  virtual void fill(float* x, float value, int64_t n) = 0;
+  virtual void fence() = 0;                     // wait for all queued work
+
+  // ---- elementwise ----
+  virtual void add(float* out, const float* a, const float* b, int64_t n) = 0;  // out = a + b
+  virtual void accumulate(float* y, const float* x, int64_t n) = 0;             // y += x
+  virtual void scale(float* x, float s, int64_t n) = 0;                         // x *= s
+  virtual double sum_squares(const float* x, int64_t n) = 0;                    // sum x^2
+
+  // ---- embeddings ----
+  // out[i,:] = wte[tokens[i] - vocab_begin, :] when vocab_begin <= tokens[i] < vocab_begin+vocab_count,
+  // else 0 (vocab-parallel embedding: the TP group all-reduces the result).
+  virtual void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t vocab_begin,
+                                 int64_t vocab_count, int64_t N, int64_t C) = 0;
+  virtual void embedding_backward(float* dwte, const float* dout, const int32_t* tokens,
+                                  int64_t vocab_begin, int64_t vocab_count, int64_t N, int64_t C) = 0;
+  // out[b,t,:] += wpe[t_begin + t, :] for a [B,T,C] tensor.
+  virtual void position_forward(float* out, const float* wpe, int64_t B, int64_t T, int64_t C,
+                                int64_t t_begin) = 0;
+  virtual void position_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C,
+                                 int64_t t_begin) = 0;
+
+  // ---- LayerNorm (eps 1e-5, weight and bias); mean/rstd [N] are saved for backward ----
+  virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                                 const float* bias, int64_t N, int64_t C) = 0;
+  virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                                  const float* inp, const float* weight, const float* mean,
+                                  const float* rstd, int64_t N, int64_t C) = 0;
+
+  // ---- matmul with bias: out[N,OC] = inp[N,IC] weight[OC,IC]^T + bias[OC] (bias may be null) ----
+  virtual void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
+                              int64_t N, int64_t IC, int64_t OC) = 0;
+  // dinp, dweight, dbias may each be null (not wanted).
+  virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                               const float* inp, const float* weight, int64_t N, int64_t IC, int64_t OC) = 0;
+
+  // ---- causal self-attention over NH heads of size HD, C = NH*HD ----
+  // qkv [B,T,3C] laid out q|k|v, each [NH,HD] per position. out [B,T,C]. att [B,NH,T,T] receives
+  // the softmax probabilities (saved for backward, or recomputed by the caller for selective
+  // recompute). Scale 1/sqrt(HD); softmax with the row max subtracted (stable for large logits).
+  virtual void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
+                                 int64_t NH, int64_t HD) = 0;
+  virtual void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
+                                  int64_t B, int64_t T, int64_t NH, int64_t HD) = 0;
+
+  // ---- GELU, tanh approximation ----
+  virtual void gelu_forward(float* out, const float* inp, int64_t n) = 0;
+  virtual void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) = 0;
+
+  // ---- fused softmax cross-entropy over a (possibly vocab-parallel) logits shard ----
+  // logits [N, stride], of which the first `vocab_count` columns are real vocabulary entries
+  // [vocab_begin, vocab_begin+vocab_count); columns past vocab_count are padding and never enter the
+  // softmax. Three phases so that a TP group can reduce between them (MAX after 1, SUM after 2):
+  //   1. xent_row_max:        rowmax[i] = max_j logits[i,j]
+  //   2. xent_sumexp_target:  sumexp[i] = sum_j exp(logits[i,j] - rowmax[i]);
+  //                           target_logit[i] = logits[i, targets[i]-vocab_begin] if in range, else 0
+  //   3. xent_loss_grad:      losses[i] = log(sumexp[i]) + rowmax[i] - target_logit[i], and logits is
+  //                           overwritten IN PLACE by dloss_scale * (softmax - onehot) (padding -> 0),
+  //                           so no second [N, V] tensor is needed.
+  virtual void xent_row_max(float* rowmax, const float* logits, int64_t N, int64_t stride,
+                            int64_t vocab_count) = 0;
+  virtual void xent_sumexp_target(float* sumexp, float* target_logit, const float* logits, const float* rowmax,
+                                  const int32_t* targets, int64_t vocab_begin, int64_t N, int64_t stride,
+                                  int64_t vocab_count) = 0;
+  virtual void xent_loss_grad(float* losses, float* logits, const float* rowmax, const float* sumexp,
+                              const float* target_logit, const int32_t* targets, int64_t vocab_begin,
+                              float dloss_scale, int64_t N, int64_t stride, int64_t vocab_count) = 0;
+
+  // ---- AdamW, exactly as torch.optim.AdamW ----
+  // p *= 1 - lr*weight_decay; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+  // p -= lr * (m / (1-b1^step)) / (sqrt(v / (1-b2^step)) + eps).  step counts from 1.
+  virtual void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n, float lr,
+                            float beta1, float beta2, float eps, float weight_decay, int64_t step) = 0;
+};
+
+// The Kokkos backend on the default host execution space (Serial here; OpenMP/CUDA where Kokkos
+// was built with them). Kokkos must be initialised before.
+std::unique_ptr<Kernels> make_kokkos_kernels();
+
+}  // namespace trident

@@ -1,0 +1,21 @@
+#pragma once
+// Ending the whole job when one rank fails. MPI has no way for a rank to tell the others "I failed"
+// that they would notice while blocked in a collective, so the failing rank logs its message and
+// calls MPI_Abort, which the launcher (mpiexec, srun) turns into the end of every rank.
+#include <exception>
+#include <functional>
+
+namespace trident {
+
+// Logs `what` from this rank and aborts every rank of MPI_COMM_WORLD with exit code `code`.
+// Outside MPI (or before MPI_Init) it exits the process.
+[[noreturn]] void abort_job(const char* what, int code = 1);
+
+// Runs body(); any exception thrown on this rank ends the whole job with one message.
+// Returns body's exit code when it returns normally.
+int run_or_abort(const std::function<int()>& body);
+
+// Installs std::terminate and signal handlers (SIGSEGV, SIGFPE, SIGBUS, SIGILL) that abort the job.
+void install_fatal_handlers();
+
+}  // namespace trident

@@ -1,0 +1,125 @@
+#pragma once
+// The resolved configuration of a run: what the input deck (TOML) says, after defaults, --set
+// overrides and validation. Every module reads its own section; none parses TOML itself.
+// Keys, defaults and ranges are defined once, in deck/schema.cpp, and documented in input/README.md.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trident {
+
+enum class Schedule { GPipe, OneFOneB, Interleaved };
+enum class LrSchedule { Constant, Cosine, Linear };
+enum class Recompute { None, Full, Selective };
+enum class Precision { FP32, BF16 };
+enum class DataFormat { Text, LlmC, Megatron };
+enum class DataOrder { Sequential, Shuffle };
+enum class Backend { Cpu, Cuda };
+enum class MpiWait { Block, Poll };
+
+struct ModelConfig {
+  int64_t vocab_size = 50257;
+  int64_t seq_len = 1024;
+  int64_t layers = 12;
+  int64_t hidden = 768;
+  int64_t heads = 12;
+  int64_t ffn_hidden = 0;       // resolved to 4*hidden when 0 / absent
+  bool tie_embeddings = true;
+  double init_std = 0.02;
+  uint64_t seed = 1234;
+  std::string init_from;        // safetensors file with Hugging Face GPT-2 names; empty = random init
+  int64_t vocab_pad_to = 1;     // pad the vocabulary to a multiple of lcm(vocab_pad_to, tp)
+
+  int64_t head_dim() const { return hidden / heads; }
+};
+
+struct MeshConfig {
+  int tp = 1;
+  int pp = 1;
+  int dp = 1;
+  std::string order = "tp-dp-pp";  // fastest-varying first; a permutation of tp, dp, pp
+  Schedule schedule = Schedule::OneFOneB;
+  int virtual_stages = 1;
+  bool sequence_parallel = false;
+  int zero = 0;                    // 0, 1 or 2
+  bool strict_placement = false;   // TP group across nodes: error instead of warning
+  std::vector<int64_t> layers_per_stage;  // empty = balanced automatically
+  double bucket_mb = 25.0;         // DP gradient-reduction bucket size
+
+  int world_size() const { return tp * pp * dp; }
+};
+
+struct TrainConfig {
+  int64_t steps = 10;
+  int64_t micro_batch = 1;   // sequences per micro-batch per DP rank
+  int64_t global_batch = 8;  // sequences per optimizer step, summed over DP ranks
+  double lr = 6e-4;
+  double min_lr = 0.0;
+  int64_t warmup_steps = 0;
+  LrSchedule lr_schedule = LrSchedule::Cosine;
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double grad_clip = 1.0;    // 0 = off
+  Recompute recompute = Recompute::None;
+  Precision precision = Precision::FP32;
+};
+
+struct DataConfig {
+  DataFormat format = DataFormat::Text;
+  std::string path;
+  std::string val_path;      // empty = no validation
+  DataOrder order = DataOrder::Sequential;
+  uint64_t seed = 1234;      // shuffle order
+  int64_t val_every = 0;     // 0 = never
+  int64_t val_steps = 1;
+};
+
+struct CheckpointConfig {
+  std::string dir;           // empty = no checkpoints
+  int64_t every_steps = 0;   // 0 = off
+  double every_minutes = 0;  // 0 = off
+  int64_t keep = 2;          // newest checkpoints kept; 0 = all
+  std::string resume = "auto";  // "auto", "never" or a checkpoint path
+};
+
+struct RuntimeConfig {
+  Backend backend = Backend::Cpu;
+  std::string metrics;       // JSON-lines path; empty = none
+  int64_t log_every = 1;
+  MpiWait mpi_wait = MpiWait::Block;
+  double peak_tflops = 0;    // for MFU; 0 = the backend's own figure
+  std::string trace;         // Chrome trace JSON path; empty = none
+};
+
+struct Config {
+  ModelConfig model;
+  MeshConfig mesh;
+  TrainConfig train;
+  DataConfig data;
+  CheckpointConfig checkpoint;
+  RuntimeConfig runtime;
+
+  std::string source;         // the deck's path ("<string>" when parsed from text)
+  std::string resolved_toml;  // the configuration after defaults and overrides, as TOML text
+
+  // Derived figures.
+  int64_t micro_batches_per_step() const { return train.global_batch / (train.micro_batch * mesh.dp); }
+  int64_t tokens_per_step() const { return train.global_batch * model.seq_len; }
+};
+
+// Exact parameter count of the GPT-2 model the config describes (unpadded vocabulary; the LM head
+// counted once when tied).
+int64_t parameter_count(const ModelConfig& m);
+
+const char* to_string(Schedule v);
+const char* to_string(LrSchedule v);
+const char* to_string(Recompute v);
+const char* to_string(Precision v);
+const char* to_string(DataFormat v);
+const char* to_string(DataOrder v);
+const char* to_string(Backend v);
+const char* to_string(MpiWait v);
+
+}  // namespace trident
