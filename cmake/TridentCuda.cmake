@@ -2,6 +2,9 @@
 # never links the driver stub (libcuda), so it still starts on machines without one.
 set(TRIDENT_CUDA_ENABLED OFF)
 if(NOT TRIDENT_CUDA STREQUAL "OFF")
+  if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)   # the default toolkit, even when not on PATH
+  endif()
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)

@@ -1,4 +1,83 @@
 #include "app/cli.hpp"
+
+#include <CLI/CLI.hpp>
+#include <mpi.h>
+
+#include <iostream>
+
+#include "app/commands.hpp"
+#include "core/blas_runtime.hpp"
+#include "core/error.hpp"
+#include "core/fatal.hpp"
+#include "core/log.hpp"
+#include "trident_version.hpp"
+
 namespace trident {
-int cli_main(int, char**) { return 0; }
+namespace {
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
 }
+
+// Adds the DECK positional and the repeatable --set option shared by every deck command.
+void add_deck_args(CLI::App* cmd, DeckArgs& args) {
+  cmd->add_option("deck", args.deck, "Input deck (TOML); see input/README.md")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--set", args.overrides,
+                  "Override a deck key: section.key=value (repeatable; value read as TOML, bare words as strings)")
+      ->type_name("KEY=VALUE")
+      ->take_last()
+      ->allow_extra_args(false);
+}
+
+int parse_and_run(int argc, char** argv) {
+  CLI::App app{"trident: 3D-parallel (tensor x pipeline x data) GPT training for HPC clusters"};
+  app.set_version_flag("--version", std::string("trident ") + TRIDENT_VERSION +
+                                        (TRIDENT_CUDA_ENABLED ? " (CUDA build)" : " (CPU build)"));
+  app.require_subcommand(1);
+
+  DeckArgs train_args, check_args, topo_args;
+  auto* train = app.add_subcommand("train", "Train the model the deck describes");
+  add_deck_args(train, train_args);
+  auto* check = app.add_subcommand("check", "Validate a deck and print the resolved configuration and derived figures");
+  add_deck_args(check, check_args);
+  auto* topology = app.add_subcommand("topology", "Print each rank's node and (dp, pp, tp) coordinates and every group");
+  add_deck_args(topology, topo_args);
+  auto* reference = app.add_subcommand("deck-reference", "Print the Markdown reference of every deck key");
+  add_ckpt_command(app);
+
+  int rc = 0;
+  train->callback([&] { rc = run_train(train_args); });
+  check->callback([&] { rc = run_check(check_args); });
+  topology->callback([&] { rc = run_topology(topo_args); });
+  reference->callback([&] {
+    if (world_rank() == 0) std::cout << deck_reference_markdown();
+  });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // Usage errors and --help: one rank prints, every rank exits with the same code.
+    if (world_rank() == 0) return app.exit(e);
+    return e.get_exit_code();
+  }
+  return rc;
+}
+
+}  // namespace
+
+int cli_main(int argc, char** argv) {
+  tune_blas_for_this_cpu(argc, argv);
+  MPI_Init(&argc, &argv);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  log::init(rank, size);
+  install_fatal_handlers();
+  const int rc = run_or_abort([&] { return parse_and_run(argc, argv); });
+  MPI_Finalize();
+  return rc;
+}
+
+}  // namespace trident

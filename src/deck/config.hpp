@@ -103,6 +103,7 @@ struct Config {
 
   std::string source;         // the deck's path ("<string>" when parsed from text)
   std::string resolved_toml;  // the configuration after defaults and overrides, as TOML text
+  std::vector<std::string> warnings;  // non-fatal findings of validation, to be logged once
 
   // Derived figures.
   int64_t micro_batches_per_step() const { return train.global_batch / (train.micro_batch * mesh.dp); }

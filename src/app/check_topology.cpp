@@ -1,0 +1,47 @@
+// `trident check` and `trident topology`.
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <iostream>
+
+#include "app/commands.hpp"
+#include "comm/mesh.hpp"
+#include "core/log.hpp"
+
+namespace trident {
+
+Config load_deck_logged(const DeckArgs& args, const DeckOptions& options) {
+  Config cfg = load_deck(args.deck, args.overrides, options);
+  for (const auto& w : cfg.warnings) log::info("warning: {}", w);
+  return cfg;
+}
+
+int run_check(const DeckArgs& args) {
+  const Config cfg = load_deck_logged(args, DeckOptions{});
+  if (!log::is_root()) return 0;
+  const auto& m = cfg.model;
+  std::cout << "# resolved configuration of " << cfg.source << "\n" << cfg.resolved_toml;
+  std::cout << fmt::format(
+      "# derived\n"
+      "parameters           {} ({:.3f} B)\n"
+      "tokens per step      {}\n"
+      "micro-batches/step   {} per DP rank (micro_batch {} x dp {})\n"
+      "ranks needed         {} (tp {} x pp {} x dp {})\n"
+      "head dim             {}\n",
+      parameter_count(m), parameter_count(m) / 1e9, cfg.tokens_per_step(), cfg.micro_batches_per_step(),
+      cfg.train.micro_batch, cfg.mesh.dp, cfg.mesh.world_size(), cfg.mesh.tp, cfg.mesh.pp, cfg.mesh.dp, m.head_dim());
+  std::cout << "deck OK\n";
+  return 0;
+}
+
+int run_topology(const DeckArgs& args) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const Config cfg = load_deck_logged(args, DeckOptions{world});
+  ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
+  const std::string text = mesh.describe();
+  if (mesh.world_rank() == 0) std::cout << text << std::flush;
+  return 0;
+}
+
+}  // namespace trident

@@ -1,0 +1,27 @@
+#pragma once
+// The subcommands behind the command line (cli.cpp parses, these run).
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+#include "deck/deck.hpp"
+
+namespace trident {
+
+struct DeckArgs {
+  std::string deck;
+  std::vector<std::string> overrides;  // --set section.key=value
+};
+
+int run_train(const DeckArgs& args);
+int run_check(const DeckArgs& args);
+int run_topology(const DeckArgs& args);
+
+// `trident ckpt list|inspect|verify|export`.
+void add_ckpt_command(CLI::App& app);
+
+// Loads the deck on every rank; warnings are logged once (rank 0).
+Config load_deck_logged(const DeckArgs& args, const DeckOptions& options);
+
+}  // namespace trident

@@ -1,0 +1,24 @@
+// `trident train`.
+#include <Kokkos_Core.hpp>
+#include <mpi.h>
+
+#include "app/commands.hpp"
+#include "core/log.hpp"
+#include "train/trainer.hpp"
+
+namespace trident {
+
+int run_train(const DeckArgs& args) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const Config cfg = load_deck_logged(args, DeckOptions{world});
+  log::info("trident train {} (tp {} x pp {} x dp {}, {} ranks)", cfg.source, cfg.mesh.tp, cfg.mesh.pp, cfg.mesh.dp,
+            world);
+  Kokkos::ScopeGuard kokkos;
+  auto kernels = make_kokkos_kernels();
+  Trainer trainer(cfg, *kernels);
+  trainer.run();
+  return 0;
+}
+
+}  // namespace trident

@@ -1,0 +1,129 @@
+#include "comm/mesh.hpp"
+
+#include <fmt/format.h>
+
+#include <set>
+#include <sstream>
+
+#include "comm/nccl.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+#if TRIDENT_HAVE_CUDA
+#include "cuda/device.hpp"
+#endif
+
+namespace trident {
+namespace {
+
+MPI_Comm dup(MPI_Comm c) {
+  MPI_Comm d;
+  MPI_Comm_dup(c, &d);
+  return d;
+}
+
+// 0..size-1: the world group's members in world-rank order.
+std::vector<int> all_ranks(MPI_Comm c) {
+  int n = 1;
+  MPI_Comm_size(c, &n);
+  std::vector<int> v(n);
+  for (int i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
+int rank_in(MPI_Comm c) {
+  int r = 0;
+  MPI_Comm_rank(c, &r);
+  return r;
+}
+
+// Splits `world` into the groups `members(rank)` describes; members are ordered along the axis.
+std::unique_ptr<Group> make_group(const char* name, MPI_Comm world, std::vector<int> members, MpiWait wait) {
+  const int me = rank_in(world);
+  int position = 0;
+  while (members[position] != me) ++position;
+  MPI_Comm comm;
+  MPI_Comm_split(world, /*color=*/members[0], /*key=*/position, &comm);
+  return std::make_unique<Group>(name, comm, std::move(members), wait);
+}
+
+std::string join(const std::vector<int>& v) {
+  return fmt::format("[{}]", fmt::join(v, " "));
+}
+
+}  // namespace
+
+ParallelMesh::ParallelMesh(MPI_Comm world, const MeshConfig& mesh, MpiWait wait)
+    : layout_(mesh), node_(detect_node(world)), world_("world", dup(world), all_ranks(world), wait) {
+  TRIDENT_CHECK(layout_.world_size() == world_.size(), "mesh tp*pp*dp = {} but the world has {} ranks",
+                layout_.world_size(), world_.size());
+  const int me = world_.rank();
+  coord_ = layout_.coord_of(me);
+  tp_ = make_group("tp", world_.mpi_comm(), layout_.tp_group(me), wait);
+  pp_ = make_group("pp", world_.mpi_comm(), layout_.pp_group(me), wait);
+  dp_ = make_group("dp", world_.mpi_comm(), layout_.dp_group(me), wait);
+
+  // TP exchanges activations every layer: it needs the intra-node links.
+  int highest = node_.node, minus_lowest = -node_.node;
+  tp_->all_reduce(&highest, 1, ReduceOp::Max);
+  tp_->all_reduce(&minus_lowest, 1, ReduceOp::Max);
+  tp_spans_nodes_ = highest != -minus_lowest;
+  int any_span = tp_spans_nodes_ ? 1 : 0;
+  world_.all_reduce(&any_span, 1, ReduceOp::Max);
+  if (any_span) {
+    const std::string what = fmt::format(
+        "a TP group spans nodes (tp = {}, {} ranks per node on {} nodes, order {}): tensor parallelism "
+        "will run over the inter-node network; keep tp within a node and tp first in mesh.order",
+        mesh.tp, node_.local_size, node_.num_nodes, mesh.order);
+    if (mesh.strict_placement) {
+      // Every rank throws the same error; run_or_abort ends the job once.
+      throw Error(what + " (error because mesh.strict_placement = true)");
+    }
+    if (me == 0) log::warn("{}", what);
+  }
+}
+
+void ParallelMesh::attach_nccl() {
+#if TRIDENT_HAVE_CUDA
+  const int gpus = cuda::device_count();
+  TRIDENT_CHECK(gpus > 0, "runtime.backend = \"cuda\" but no CUDA device is usable on this node (no GPU or no driver)");
+  TRIDENT_CHECK(node_.local_size <= gpus, "{} ranks on this node but only {} GPUs: one rank per GPU is required",
+                node_.local_size, gpus);
+  cuda::set_device(node_.local_rank);
+  world_.attach_nccl();
+  tp_->attach_nccl();
+  pp_->attach_nccl();
+  dp_->attach_nccl();
+#else
+  throw Error("runtime.backend = \"cuda\" needs a CUDA build of trident (this one was built without CUDA)");
+#endif
+}
+
+std::string ParallelMesh::describe() {
+  const int n = world_.size();
+  std::vector<int> mine = {node_.node, node_.local_rank, coord_.dp, coord_.pp, coord_.tp};
+  std::vector<int> all(n * 5);
+  world_.all_gather(mine.data(), all.data(), 5);
+  if (world_.rank() != 0) return "";
+  std::ostringstream os;
+  os << fmt::format("world {} ranks on {} node(s); mesh tp {} x pp {} x dp {}\n", n, node_.num_nodes,
+                    layout_.tp_size(), layout_.pp_size(), layout_.dp_size());
+  os << " rank  node  local    dp    pp    tp\n";
+  for (int r = 0; r < n; ++r) {
+    const int* v = &all[5 * r];
+    os << fmt::format("{:5d} {:5d} {:6d} {:5d} {:5d} {:5d}\n", r, v[0], v[1], v[2], v[3], v[4]);
+  }
+  auto groups = [&](const char* name, auto members) {
+    std::set<std::vector<int>> seen;
+    for (int r = 0; r < n; ++r) seen.insert(members(r));
+    os << name << " groups:";
+    for (const auto& g : seen) os << " " << join(g);
+    os << "\n";
+  };
+  groups("TP", [&](int r) { return layout_.tp_group(r); });
+  groups("PP", [&](int r) { return layout_.pp_group(r); });
+  groups("DP", [&](int r) { return layout_.dp_group(r); });
+  return os.str();
+}
+
+}  // namespace trident

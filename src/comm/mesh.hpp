@@ -1,0 +1,50 @@
+#pragma once
+// The parallel mesh of a run: this rank's coordinates and node, and its TP, PP and DP groups
+// (TP innermost by default, so a TP group is a set of neighbouring ranks inside one node).
+#include <memory>
+#include <string>
+
+#include "comm/group.hpp"
+#include "comm/topology.hpp"
+
+namespace trident {
+
+class ParallelMesh {
+ public:
+  // Collective over `world`. The mesh's tp*pp*dp must equal the world size (the deck checks it).
+  // A TP group spanning nodes is a warning, or an error with mesh.strict_placement.
+  ParallelMesh(MPI_Comm world, const MeshConfig& mesh, MpiWait wait);
+
+  const MeshLayout& layout() const { return layout_; }
+  const NodeInfo& node() const { return node_; }
+  const Coord& coord() const { return coord_; }
+  int world_rank() const { return world_.rank(); }
+  int world_size() const { return world_.size(); }
+
+  Group& world() { return world_; }
+  Group& tp() { return *tp_; }
+  Group& pp() { return *pp_; }
+  Group& dp() { return *dp_; }
+
+  bool is_first_stage() const { return coord_.pp == 0; }
+  bool is_last_stage() const { return coord_.pp == layout_.pp_size() - 1; }
+
+  // True when this rank's TP group has members on more than one node.
+  bool tp_spans_nodes() const { return tp_spans_nodes_; }
+
+  // Mirrors every group with NCCL (CUDA builds with one GPU per rank, picked by local rank).
+  void attach_nccl();
+
+  // Human-readable description of every rank and group (gathered on world rank 0; "" elsewhere).
+  std::string describe();
+
+ private:
+  MeshLayout layout_;
+  NodeInfo node_;
+  Coord coord_;
+  Group world_;
+  std::unique_ptr<Group> tp_, pp_, dp_;
+  bool tp_spans_nodes_ = false;
+};
+
+}  // namespace trident

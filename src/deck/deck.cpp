@@ -1,0 +1,335 @@
+#include "deck/deck.hpp"
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "deck/schema.hpp"
+
+namespace trident {
+namespace {
+
+using deck::KeySpec;
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  std::iota(prev.begin(), prev.end(), 0);
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+// " did you mean 'x'?" when one candidate is close enough to be a typo.
+std::string suggestion(const std::string& word, const std::vector<std::string>& candidates, const char* quote_open,
+                       const char* quote_close) {
+  std::string best;
+  size_t best_d = std::max<size_t>(2, word.size() / 3) + 1;
+  for (const auto& c : candidates) {
+    size_t d = edit_distance(word, c);
+    if (d < best_d) best_d = d, best = c;
+  }
+  return best.empty() ? "" : fmt::format("; did you mean {}{}{}?", quote_open, best, quote_close);
+}
+
+std::string value_text(const toml::node& n) {
+  std::ostringstream os;
+  n.visit([&](const auto& v) { os << v; });
+  return os.str();
+}
+
+// Reads a deck (file text + overrides), remembering where each value came from.
+class DeckReader {
+ public:
+  DeckReader(std::string source, const DeckOptions& options) : source_(std::move(source)), options_(options) {}
+
+  Config read(const std::string& text, const std::vector<std::string>& overrides) {
+    parse_text(text);
+    for (const auto& o : overrides) apply_override(o);
+    check_structure();
+    Config cfg;
+    cfg.source = source_;
+    apply_values(cfg);
+    resolve_derived(cfg);
+    resolve_relative_paths(cfg);
+    check_rules(cfg);
+    cfg.resolved_toml = resolved_toml(cfg);
+    return cfg;
+  }
+
+ private:
+  std::string source_;
+  DeckOptions options_;
+  toml::table root_;
+  std::map<std::string, std::string> override_text_;  // "section.key" -> "--set section.key=value"
+
+  std::string location(const toml::node& n) const {
+    const auto& b = n.source().begin;
+    return fmt::format("{}:{}:{}", source_, b.line, b.column);
+  }
+
+  // Where "section.key" came from; falls back to its section, then to the file.
+  std::string where(const std::string& section, const std::string& key = "") const {
+    if (auto it = override_text_.find(section + "." + key); it != override_text_.end()) return it->second;
+    if (const auto* sec = root_.get_as<toml::table>(section)) {
+      if (const auto* n = key.empty() ? nullptr : sec->get(key)) return location(*n);
+      if (sec->source().begin.line > 0) return location(*sec);
+    }
+    return source_;
+  }
+
+  void parse_text(const std::string& text) {
+    try {
+      root_ = toml::parse(text, source_);
+    } catch (const toml::parse_error& e) {
+      const auto& b = e.source().begin;
+      throw Error(fmt::format("{}:{}:{}: TOML syntax error: {}", source_, b.line, b.column, e.description()));
+    }
+  }
+
+  void apply_override(const std::string& arg) {
+    const std::string shown = "--set " + arg;
+    const auto eq = arg.find('=');
+    const auto dot = arg.find('.');
+    if (eq == std::string::npos || dot == std::string::npos || dot > eq)
+      throw Error(fmt::format("{}: expected section.key=value (for example --set mesh.tp=2)", shown));
+    const std::string section = arg.substr(0, dot), key = arg.substr(dot + 1, eq - dot - 1);
+    const std::string value = arg.substr(eq + 1);
+    // The value is read as a TOML value; a bare word that is not one (1f1b, /tmp/m.jsonl) is a string.
+    toml::table parsed;
+    try {
+      parsed = toml::parse("v = " + value);
+    } catch (const toml::parse_error&) {
+      parsed.insert_or_assign("v", value);
+    }
+    auto* sec = root_.get_as<toml::table>(section);
+    if (!sec) {
+      if (root_.contains(section))
+        throw Error(fmt::format("{}: '{}' is not a section in {}", shown, section, source_));
+      root_.insert_or_assign(section, toml::table{});
+      sec = root_.get_as<toml::table>(section);
+    }
+    sec->insert_or_assign(key, *parsed.get("v"));
+    override_text_[section + "." + key] = shown;
+  }
+
+  void check_structure() const {
+    const auto& known = deck::sections();
+    for (const auto& [name, node] : root_) {
+      const std::string sec(name.str());
+      if (std::find(known.begin(), known.end(), sec) == known.end()) {
+        throw Error(fmt::format("{}: unknown section [{}]{} (sections: {})", location(node), sec,
+                                suggestion(sec, known, "[", "]"), fmt::join(known, ", ")));
+      }
+      if (!node.is_table())
+        throw Error(fmt::format("{}: '{}' must be a section [{}], not a value", location(node), sec, sec));
+      std::vector<std::string> keys;
+      for (const auto& k : deck::schema())
+        if (k.section == sec) keys.push_back(k.key);
+      for (const auto& [kname, knode] : *node.as_table()) {
+        const std::string key(kname.str());
+        if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
+        throw Error(fmt::format("{}: unknown key '{}' in [{}]{} (keys of [{}]: {})", where(sec, key), key, sec,
+                                suggestion(key, keys, "'", "'"), sec, fmt::join(keys, ", ")));
+      }
+    }
+  }
+
+  void apply_values(Config& cfg) const {
+    for (const KeySpec& k : deck::schema()) {
+      const auto* sec = root_.get_as<toml::table>(k.section);
+      const toml::node* n = sec ? sec->get(k.key) : nullptr;
+      if (!n) continue;
+      if (auto err = k.apply(*n, cfg)) {
+        throw Error(fmt::format("{}: [{}] {} = {}: {}; allowed: {}", where(k.section, k.key), k.section, k.key,
+                                value_text(*n), err->problem, k.allowed));
+      }
+    }
+  }
+
+  bool given(const std::string& section, const std::string& key) const {
+    const auto* sec = root_.get_as<toml::table>(section);
+    return sec && sec->contains(key);
+  }
+
+  void resolve_derived(Config& cfg) const {
+    if (!given("model", "ffn_hidden")) cfg.model.ffn_hidden = 4 * cfg.model.hidden;
+  }
+
+  // Input files named in the deck file are relative to the deck's directory; paths given with --set
+  // are relative to the working directory, like any command-line path.
+  void resolve_relative_paths(Config& cfg) const {
+    namespace fs = std::filesystem;
+    if (source_.empty() || source_[0] == '<') return;
+    const fs::path dir = fs::path(source_).parent_path();
+    auto fix = [&](const char* section, const char* key, std::string& value) {
+      if (value.empty() || fs::path(value).is_absolute() || override_text_.count(std::string(section) + "." + key))
+        return;
+      value = (dir / value).lexically_normal().string();
+    };
+    fix("data", "path", cfg.data.path);
+    fix("data", "val_path", cfg.data.val_path);
+    fix("model", "init_from", cfg.model.init_from);
+  }
+
+  [[noreturn]] void rule_error(const std::string& section, const std::string& key, const std::string& message) const {
+    throw Error(fmt::format("{}: {}", where(section, key), message));
+  }
+
+  void check_rules(Config& cfg) const {
+    const auto& m = cfg.model;
+    const auto& mesh = cfg.mesh;
+    const auto& t = cfg.train;
+    if (m.hidden % m.heads != 0)
+      rule_error("model", "heads", fmt::format("[model] hidden = {} is not divisible by heads = {}", m.hidden, m.heads));
+    if (m.heads % mesh.tp != 0)
+      rule_error("mesh", "tp", fmt::format("[model] heads = {} is not divisible by [mesh] tp = {}", m.heads, mesh.tp));
+    if (m.ffn_hidden % mesh.tp != 0)
+      rule_error("mesh", "tp",
+                 fmt::format("[model] ffn_hidden = {} is not divisible by [mesh] tp = {}", m.ffn_hidden, mesh.tp));
+    if (options_.world_size > 0 && mesh.world_size() != options_.world_size)
+      rule_error("mesh", "tp",
+                 fmt::format("[mesh] tp*pp*dp = {}*{}*{} = {} but the job has {} ranks", mesh.tp, mesh.pp, mesh.dp,
+                             mesh.world_size(), options_.world_size));
+    if (t.global_batch % (t.micro_batch * mesh.dp) != 0)
+      rule_error("train", "global_batch",
+                 fmt::format("[train] global_batch = {} is not divisible by micro_batch*dp = {}*{} = {}",
+                             t.global_batch, t.micro_batch, mesh.dp, t.micro_batch * mesh.dp));
+    if (t.min_lr > t.lr)
+      rule_error("train", "min_lr", fmt::format("[train] min_lr = {} is larger than lr = {}", t.min_lr, t.lr));
+    check_pipeline_rules(cfg);
+    if (mesh.sequence_parallel && m.seq_len % mesh.tp != 0)
+      rule_error("mesh", "sequence_parallel",
+                 fmt::format("[mesh] sequence_parallel needs [model] seq_len = {} divisible by tp = {}", m.seq_len,
+                             mesh.tp));
+    if (t.precision == Precision::BF16 && cfg.runtime.backend == Backend::Cpu)
+      rule_error("train", "precision",
+                 "[train] precision = \"bf16\" needs [runtime] backend = \"cuda\"; the cpu backend computes in fp32");
+    if (cfg.data.format == DataFormat::Text && m.vocab_size < 256)
+      rule_error("model", "vocab_size",
+                 fmt::format("[data] format = \"text\" uses byte tokens, so [model] vocab_size = {} must be >= 256",
+                             m.vocab_size));
+    if ((cfg.checkpoint.every_steps > 0 || cfg.checkpoint.every_minutes > 0) && cfg.checkpoint.dir.empty())
+      rule_error("checkpoint", "every_steps", "[checkpoint] every_steps/every_minutes need [checkpoint] dir");
+    if (mesh.zero > 0 && mesh.dp == 1)
+      cfg.warnings.push_back(fmt::format("{}: [mesh] zero = {} has no effect with dp = 1", where("mesh", "zero"), mesh.zero));
+  }
+
+  void check_pipeline_rules(Config& cfg) const {
+    const auto& mesh = cfg.mesh;
+    const int64_t chunks = int64_t(mesh.pp) * mesh.virtual_stages;
+    const int64_t m = cfg.micro_batches_per_step();
+    if (mesh.virtual_stages > 1 && mesh.schedule != Schedule::Interleaved)
+      rule_error("mesh", "virtual_stages",
+                 fmt::format("[mesh] virtual_stages = {} needs schedule = \"interleaved\"", mesh.virtual_stages));
+    if (mesh.schedule == Schedule::Interleaved) {
+      if (mesh.virtual_stages < 2)
+        rule_error("mesh", "schedule", "[mesh] schedule = \"interleaved\" needs virtual_stages >= 2");
+      if (m % mesh.pp != 0)
+        rule_error("mesh", "schedule",
+                   fmt::format("[mesh] schedule = \"interleaved\" needs micro-batches per step ({} = global_batch / "
+                               "(micro_batch*dp)) to be a multiple of pp = {}",
+                               m, mesh.pp));
+    }
+    if (mesh.layers_per_stage.empty()) {
+      if (cfg.model.layers < chunks)
+        rule_error("mesh", "pp",
+                   fmt::format("[model] layers = {} cannot fill pp*virtual_stages = {} pipeline chunks "
+                               "(a stage with no layers)",
+                               cfg.model.layers, chunks));
+    } else {
+      const auto& lps = mesh.layers_per_stage;
+      const int64_t sum = std::accumulate(lps.begin(), lps.end(), int64_t(0));
+      if (int64_t(lps.size()) != chunks || sum != cfg.model.layers)
+        rule_error("mesh", "layers_per_stage",
+                   fmt::format("[mesh] layers_per_stage has {} entries summing to {}; needs pp*virtual_stages = {} "
+                               "entries summing to [model] layers = {}",
+                               lps.size(), sum, chunks, cfg.model.layers));
+    }
+    if (mesh.schedule == Schedule::OneFOneB && mesh.pp > 1 && m < mesh.pp)
+      cfg.warnings.push_back(fmt::format("{}: 1f1b with {} micro-batches per step and pp = {}: fewer micro-batches "
+                                         "than stages leaves most of the pipeline idle",
+                                         where("mesh", "schedule"), m, mesh.pp));
+  }
+
+  static std::string resolved_toml(const Config& cfg) {
+    toml::table root;
+    for (const auto& s : deck::sections()) root.insert_or_assign(s, toml::table{});
+    for (const KeySpec& k : deck::schema()) k.emit(cfg, *root.get_as<toml::table>(k.section));
+    std::ostringstream os;
+    for (const auto& s : deck::sections()) {
+      os << "[" << s << "]\n" << *root.get_as<toml::table>(s) << "\n\n";
+    }
+    return os.str();
+  }
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(fmt::format("{}: cannot open the deck file ({})", path, std::strerror(errno)));
+  std::ostringstream os;
+  os << f.rdbuf();
+  return os.str();
+}
+
+}  // namespace
+
+Config load_deck(const std::string& path, const std::vector<std::string>& overrides, const DeckOptions& options) {
+  if (std::filesystem::is_directory(path)) throw Error(fmt::format("{}: is a directory, not a deck file", path));
+  return parse_deck(read_file(path), path, overrides, options);
+}
+
+Config parse_deck(const std::string& text, const std::string& source_name, const std::vector<std::string>& overrides,
+                  const DeckOptions& options) {
+  return DeckReader(source_name, options).read(text, overrides);
+}
+
+std::string deck_reference_markdown() {
+  std::ostringstream os;
+  os << "# Input deck reference\n\n"
+     << "Generated by `trident deck-reference` from the schema in src/deck/schema.cpp (a test checks that this\n"
+     << "file is current). Every key is optional; unknown sections and keys are errors. Override any key on the\n"
+     << "command line with `--set section.key=value` (the value is read as TOML; a bare word that is not a TOML\n"
+     << "value is a string). Relative input paths in a deck (data.path, data.val_path, model.init_from) are\n"
+     << "relative to the deck's directory; output paths and paths given with --set to the working directory.\n\n"
+     << "Rules between keys: tp*pp*dp equals the number of MPI ranks (train, topology); hidden divisible by heads;\n"
+     << "heads and ffn_hidden divisible by tp; global_batch divisible by micro_batch*dp; the pipeline needs at\n"
+     << "least one layer per chunk (pp*virtual_stages chunks); interleaved needs virtual_stages >= 2 and\n"
+     << "micro-batches per step a multiple of pp; sequence_parallel needs seq_len divisible by tp; bf16 needs\n"
+     << "the cuda backend; checkpoint intervals need checkpoint.dir.\n";
+  for (const auto& s : deck::sections()) {
+    os << "\n## [" << s << "]\n\n| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n";
+    for (const auto& k : deck::schema()) {
+      if (k.section != s) continue;
+      os << fmt::format("| `{}` | {} | `{}` | {} | {} |\n", k.key, k.type, k.default_text, k.allowed, k.doc);
+    }
+  }
+  return os.str();
+}
+
+#define TRIDENT_ENUM_NAME(E, ...)                              \
+  const char* to_string(E v) {                                 \
+    const char* names[] = {__VA_ARGS__};                       \
+    return names[static_cast<int>(v)];                         \
+  }
+TRIDENT_ENUM_NAME(Schedule, "gpipe", "1f1b", "interleaved")
+TRIDENT_ENUM_NAME(LrSchedule, "constant", "cosine", "linear")
+TRIDENT_ENUM_NAME(Recompute, "none", "full", "selective")
+TRIDENT_ENUM_NAME(Precision, "fp32", "bf16")
+TRIDENT_ENUM_NAME(DataFormat, "text", "llmc", "megatron")
+TRIDENT_ENUM_NAME(DataOrder, "sequential", "shuffle")
+TRIDENT_ENUM_NAME(Backend, "cpu", "cuda")
+TRIDENT_ENUM_NAME(MpiWait, "block", "poll")
+#undef TRIDENT_ENUM_NAME
+
+}  // namespace trident

@@ -1,0 +1,349 @@
+#include "deck/schema.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <utility>
+
+namespace trident::deck {
+namespace {
+
+constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
+
+std::string type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::string: return "string";
+    case toml::node_type::integer: return "integer";
+    case toml::node_type::floating_point: return "float";
+    case toml::node_type::boolean: return "boolean";
+    case toml::node_type::array: return "array";
+    case toml::node_type::table: return "table";
+    default: return "date/time";
+  }
+}
+
+std::optional<ValueError> wrong_type(const toml::node& n) {
+  return ValueError{fmt::format("wrong type ({})", type_name(n))};
+}
+
+std::string range_text(int64_t lo, int64_t hi) {
+  if (hi >= kMaxInt) return fmt::format("an integer >= {}", lo);
+  return fmt::format("an integer in [{}, {}]", lo, hi);
+}
+
+// Defaults come from the member initialisers in config.hpp, so they are written in one place.
+const Config& defaults() {
+  static const Config c;
+  return c;
+}
+
+template <class S, class T>
+KeySpec integer(const char* sec, const char* key, S Config::*s, T S::*m, int64_t lo, int64_t hi, std::string doc,
+                std::string default_text = "") {
+  KeySpec k;
+  k.section = sec;
+  k.key = key;
+  k.type = "integer";
+  k.default_text = default_text.empty() ? fmt::format("{}", defaults().*s.*m) : default_text;
+  k.allowed = range_text(lo, hi);
+  k.doc = std::move(doc);
+  k.apply = [=](const toml::node& n, Config& c) -> std::optional<ValueError> {
+    auto v = n.value_exact<int64_t>();
+    if (!n.is_integer() || !v) return wrong_type(n);
+    if (*v < lo || *v > hi) return ValueError{"out of range"};
+    c.*s.*m = static_cast<T>(*v);
+    return std::nullopt;
+  };
+  k.emit = [=](const Config& c, toml::table& t) { t.insert_or_assign(key, static_cast<int64_t>(c.*s.*m)); };
+  return k;
+}
+
+template <class S>
+KeySpec real(const char* sec, const char* key, double S::*m, S Config::*s, double lo, bool lo_open, double hi,
+             std::string doc) {
+  KeySpec k;
+  k.section = sec;
+  k.key = key;
+  k.type = "float";
+  k.default_text = fmt::format("{}", defaults().*s.*m);
+  const bool unbounded = std::isinf(hi);
+  k.allowed = fmt::format("a number {} {}{}", lo_open ? ">" : ">=", lo,
+                          unbounded ? std::string() : fmt::format(" and <= {}", hi));
+  k.doc = std::move(doc);
+  k.apply = [=](const toml::node& n, Config& c) -> std::optional<ValueError> {
+    if (!n.is_number()) return wrong_type(n);
+    const double v = n.value<double>().value();
+    if (!std::isfinite(v) || v < lo || (lo_open && v == lo) || v > hi) return ValueError{"out of range"};
+    c.*s.*m = v;
+    return std::nullopt;
+  };
+  k.emit = [=](const Config& c, toml::table& t) { t.insert_or_assign(key, c.*s.*m); };
+  return k;
+}
+
+template <class S>
+KeySpec boolean(const char* sec, const char* key, bool S::*m, S Config::*s, std::string doc) {
+  KeySpec k;
+  k.section = sec;
+  k.key = key;
+  k.type = "boolean";
+  k.default_text = defaults().*s.*m ? "true" : "false";
+  k.allowed = "true or false";
+  k.doc = std::move(doc);
+  k.apply = [=](const toml::node& n, Config& c) -> std::optional<ValueError> {
+    if (!n.is_boolean()) return wrong_type(n);
+    c.*s.*m = n.value<bool>().value();
+    return std::nullopt;
+  };
+  k.emit = [=](const Config& c, toml::table& t) { t.insert_or_assign(key, c.*s.*m); };
+  return k;
+}
+
+template <class S>
+KeySpec text(const char* sec, const char* key, std::string S::*m, S Config::*s, std::string allowed, std::string doc) {
+  KeySpec k;
+  k.section = sec;
+  k.key = key;
+  k.type = "string";
+  k.default_text = fmt::format("\"{}\"", defaults().*s.*m);
+  k.allowed = std::move(allowed);
+  k.doc = std::move(doc);
+  k.apply = [=](const toml::node& n, Config& c) -> std::optional<ValueError> {
+    if (!n.is_string()) return wrong_type(n);
+    c.*s.*m = n.value<std::string>().value();
+    return std::nullopt;
+  };
+  k.emit = [=](const Config& c, toml::table& t) { t.insert_or_assign(key, c.*s.*m); };
+  return k;
+}
+
+template <class S, class E>
+KeySpec choice(const char* sec, const char* key, E S::*m, S Config::*s, std::vector<std::pair<std::string, E>> options,
+               std::string doc) {
+  KeySpec k;
+  k.section = sec;
+  k.key = key;
+  k.type = "string";
+  std::string names;
+  for (const auto& [name, value] : options) {
+    names += fmt::format("{}\"{}\"", names.empty() ? "" : ", ", name);
+    if (value == defaults().*s.*m) k.default_text = fmt::format("\"{}\"", name);
+  }
+  k.allowed = "one of " + names;
+  k.doc = std::move(doc);
+  k.apply = [=](const toml::node& n, Config& c) -> std::optional<ValueError> {
+    if (!n.is_string()) return wrong_type(n);
+    const auto v = n.value<std::string>().value();
+    for (const auto& [name, value] : options) {
+      if (name == v) {
+        c.*s.*m = value;
+        return std::nullopt;
+      }
+    }
+    return ValueError{"not an allowed value"};
+  };
+  k.emit = [=](const Config& c, toml::table& t) {
+    for (const auto& [name, value] : options)
+      if (value == c.*s.*m) t.insert_or_assign(key, name);
+  };
+  return k;
+}
+
+KeySpec layers_per_stage() {
+  KeySpec k;
+  k.section = "mesh";
+  k.key = "layers_per_stage";
+  k.type = "integer array";
+  k.default_text = "[] (balanced)";
+  k.allowed = "an array of pp*virtual_stages integers >= 1 that sum to model.layers";
+  k.doc = "Layers of each pipeline chunk, in pipeline order; overrides the balanced partition "
+          "(e.g. fewer layers on the stages that also hold the embedding or the LM head).";
+  k.apply = [](const toml::node& n, Config& c) -> std::optional<ValueError> {
+    const auto* arr = n.as_array();
+    if (!arr) return wrong_type(n);
+    std::vector<int64_t> v;
+    for (const auto& e : *arr) {
+      auto x = e.value_exact<int64_t>();
+      if (!e.is_integer() || !x) return ValueError{"every element must be an integer"};
+      if (*x < 1) return ValueError{"a stage with no layers"};
+      v.push_back(*x);
+    }
+    c.mesh.layers_per_stage = std::move(v);
+    return std::nullopt;
+  };
+  k.emit = [](const Config& c, toml::table& t) {
+    toml::array a;
+    for (auto x : c.mesh.layers_per_stage) a.push_back(x);
+    t.insert_or_assign("layers_per_stage", std::move(a));
+  };
+  return k;
+}
+
+KeySpec mesh_order() {
+  KeySpec k = text("mesh", "order", &MeshConfig::order, &Config::mesh,
+                   "a permutation of tp, dp, pp joined by '-', fastest-varying first",
+                   "How world ranks map to (tp, dp, pp) coordinates: the first name varies fastest with the "
+                   "rank. Keep tp first so that a TP group is made of neighbouring ranks on one node.");
+  auto base = k.apply;
+  k.apply = [base](const toml::node& n, Config& c) -> std::optional<ValueError> {
+    if (auto e = base(n, c)) return e;
+    const std::string& o = c.mesh.order;
+    for (const char* p : {"tp-dp-pp", "tp-pp-dp", "dp-tp-pp", "dp-pp-tp", "pp-tp-dp", "pp-dp-tp"})
+      if (o == p) return std::nullopt;
+    return ValueError{"not a permutation of tp, dp, pp"};
+  };
+  return k;
+}
+
+KeySpec resume_key() {
+  return text("checkpoint", "resume", &CheckpointConfig::resume, &Config::checkpoint,
+              "\"auto\", \"never\" or the path of a checkpoint",
+              "\"auto\": continue from the newest valid checkpoint in `dir`, or start fresh when there is none; "
+              "\"never\": always start fresh; a path: resume from that checkpoint (an error if it is invalid).");
+}
+
+std::vector<KeySpec> build() {
+  const int64_t big = kMaxInt;
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<KeySpec> k;
+  // [model]
+  k.push_back(integer("model", "vocab_size", &Config::model, &ModelConfig::vocab_size, 2, big,
+                      "Vocabulary size (50257 for GPT-2; 256 for the byte-level \"text\" data format)."));
+  k.push_back(integer("model", "seq_len", &Config::model, &ModelConfig::seq_len, 1, big,
+                      "Sequence length (tokens per sample); also the number of learned position embeddings."));
+  k.push_back(integer("model", "layers", &Config::model, &ModelConfig::layers, 1, big, "Transformer blocks."));
+  k.push_back(integer("model", "hidden", &Config::model, &ModelConfig::hidden, 1, big,
+                      "Model width; must be divisible by heads."));
+  k.push_back(integer("model", "heads", &Config::model, &ModelConfig::heads, 1, big,
+                      "Attention heads; must divide hidden and be divisible by mesh.tp."));
+  k.push_back(integer("model", "ffn_hidden", &Config::model, &ModelConfig::ffn_hidden, 1, big,
+                      "MLP inner width; must be divisible by mesh.tp.", "4*hidden"));
+  k.push_back(boolean("model", "tie_embeddings", &ModelConfig::tie_embeddings, &Config::model,
+                      "The LM head reuses the token embedding (GPT-2); false gives a separate head matrix."));
+  k.push_back(real("model", "init_std", &ModelConfig::init_std, &Config::model, 0.0, true, inf,
+                   "Standard deviation of the normal initialisation of weights; the two residual output "
+                   "projections of each layer use init_std/sqrt(2*layers)."));
+  k.push_back(integer("model", "seed", &Config::model, &ModelConfig::seed, 0, big,
+                      "Seed of the weight initialisation; the same seed gives the same global weights "
+                      "whatever the parallel layout."));
+  k.push_back(text("model", "init_from", &ModelConfig::init_from, &Config::model,
+                   "empty, or the path of a safetensors file",
+                   "Initial weights from a safetensors file with Hugging Face GPT-2 names and layout (fp32)."));
+  k.push_back(integer("model", "vocab_pad_to", &Config::model, &ModelConfig::vocab_pad_to, 1, 1 << 20,
+                      "The stored vocabulary is padded to a multiple of lcm(vocab_pad_to, mesh.tp); padded "
+                      "logits never enter the softmax and padding never reaches checkpoints or exports."));
+  // [mesh]
+  k.push_back(integer("mesh", "tp", &Config::mesh, &MeshConfig::tp, 1, 1 << 16,
+                      "Tensor-parallel degree (ranks that split every layer; keep them inside one node)."));
+  k.push_back(integer("mesh", "pp", &Config::mesh, &MeshConfig::pp, 1, 1 << 16, "Pipeline-parallel stages."));
+  k.push_back(integer("mesh", "dp", &Config::mesh, &MeshConfig::dp, 1, 1 << 20, "Data-parallel replicas."));
+  k.push_back(mesh_order());
+  k.push_back(choice("mesh", "schedule", &MeshConfig::schedule, &Config::mesh,
+                     {{"gpipe", Schedule::GPipe}, {"1f1b", Schedule::OneFOneB}, {"interleaved", Schedule::Interleaved}},
+                     "Pipeline schedule: all forwards then all backwards (gpipe), one-forward-one-backward "
+                     "(1f1b), or 1F1B over virtual_stages chunks per rank (interleaved)."));
+  k.push_back(integer("mesh", "virtual_stages", &Config::mesh, &MeshConfig::virtual_stages, 1, 1 << 10,
+                      "Model chunks per pipeline rank; > 1 requires schedule = \"interleaved\"."));
+  k.push_back(boolean("mesh", "sequence_parallel", &MeshConfig::sequence_parallel, &Config::mesh,
+                      "Shard LayerNorm, residual and other elementwise work along the sequence across the "
+                      "TP group (all-gather/reduce-scatter instead of all-reduce); needs seq_len divisible by tp."));
+  k.push_back(integer("mesh", "zero", &Config::mesh, &MeshConfig::zero, 0, 2,
+                      "ZeRO stage: 0 replicated optimizer, 1 optimizer state sharded over DP, 2 gradients "
+                      "sharded as well."));
+  k.push_back(boolean("mesh", "strict_placement", &MeshConfig::strict_placement, &Config::mesh,
+                      "A TP group that spans nodes is an error instead of a warning."));
+  k.push_back(layers_per_stage());
+  k.push_back(real("mesh", "bucket_mb", &MeshConfig::bucket_mb, &Config::mesh, 0.0, true, 1 << 16,
+                   "Size in MiB of the gradient buckets whose DP reduction overlaps backward."));
+  // [train]
+  k.push_back(integer("train", "steps", &Config::train, &TrainConfig::steps, 0, int64_t(1) << 40,
+                      "Optimizer steps to run (counted from 1; a resumed run continues up to this number)."));
+  k.push_back(integer("train", "micro_batch", &Config::train, &TrainConfig::micro_batch, 1, big,
+                      "Sequences per micro-batch per DP rank."));
+  k.push_back(integer("train", "global_batch", &Config::train, &TrainConfig::global_batch, 1, big,
+                      "Sequences per optimizer step over all DP ranks; divisible by micro_batch*dp "
+                      "(the quotient is the number of accumulated micro-batches)."));
+  k.push_back(real("train", "lr", &TrainConfig::lr, &Config::train, 0.0, false, inf, "Peak learning rate."));
+  k.push_back(real("train", "min_lr", &TrainConfig::min_lr, &Config::train, 0.0, false, inf,
+                   "Learning rate at the end of the cosine or linear decay; <= lr."));
+  k.push_back(integer("train", "warmup_steps", &Config::train, &TrainConfig::warmup_steps, 0, int64_t(1) << 40,
+                      "Steps of linear warm-up from lr/warmup_steps to lr."));
+  k.push_back(choice("train", "lr_schedule", &TrainConfig::lr_schedule, &Config::train,
+                     {{"constant", LrSchedule::Constant}, {"cosine", LrSchedule::Cosine}, {"linear", LrSchedule::Linear}},
+                     "After warm-up: constant lr, or cosine / linear decay from lr to min_lr at `steps`."));
+  k.push_back(real("train", "weight_decay", &TrainConfig::weight_decay, &Config::train, 0.0, false, inf,
+                   "AdamW decoupled weight decay, applied to tensors of 2 or more dimensions only."));
+  k.push_back(real("train", "beta1", &TrainConfig::beta1, &Config::train, 0.0, false, 1.0 - 1e-12, "AdamW beta1."));
+  k.push_back(real("train", "beta2", &TrainConfig::beta2, &Config::train, 0.0, false, 1.0 - 1e-12, "AdamW beta2."));
+  k.push_back(real("train", "eps", &TrainConfig::eps, &Config::train, 0.0, true, 1.0, "AdamW epsilon."));
+  k.push_back(real("train", "grad_clip", &TrainConfig::grad_clip, &Config::train, 0.0, false, inf,
+                   "Clip the global gradient norm to this value; 0 turns clipping off."));
+  k.push_back(choice("train", "recompute", &TrainConfig::recompute, &Config::train,
+                     {{"none", Recompute::None}, {"full", Recompute::Full}, {"selective", Recompute::Selective}},
+                     "Activation checkpointing: keep everything (none), keep only each layer's input and "
+                     "recompute the layer in backward (full), or recompute only the attention core (selective)."));
+  k.push_back(choice("train", "precision", &TrainConfig::precision, &Config::train,
+                     {{"fp32", Precision::FP32}, {"bf16", Precision::BF16}},
+                     "Arithmetic precision; bf16 needs runtime.backend = \"cuda\"."));
+  // [data]
+  k.push_back(choice("data", "format", &DataConfig::format, &Config::data,
+                     {{"text", DataFormat::Text}, {"llmc", DataFormat::LlmC}, {"megatron", DataFormat::Megatron}},
+                     "Token file format: any text file as bytes (vocab 256), llm.c token shards (path may be "
+                     "a glob), or a Megatron-LM indexed dataset (.bin/.idx prefix)."));
+  k.push_back(text("data", "path", &DataConfig::path, &Config::data, "a file path (or glob for llmc)",
+                   "Training data; relative paths are relative to the deck's directory. Required by `train`."));
+  k.push_back(text("data", "val_path", &DataConfig::val_path, &Config::data, "empty, or a file path",
+                   "Validation data in the same format; empty turns validation off."));
+  k.push_back(choice("data", "order", &DataConfig::order, &Config::data,
+                     {{"sequential", DataOrder::Sequential}, {"shuffle", DataOrder::Shuffle}},
+                     "Sample order: consecutive windows, or a seeded permutation of windows per epoch "
+                     "(the same for every parallel layout)."));
+  k.push_back(integer("data", "seed", &Config::data, &DataConfig::seed, 0, big, "Seed of the shuffle order."));
+  k.push_back(integer("data", "val_every", &Config::data, &DataConfig::val_every, 0, int64_t(1) << 40,
+                      "Evaluate the validation loss every this many steps; 0 = never."));
+  k.push_back(integer("data", "val_steps", &Config::data, &DataConfig::val_steps, 1, big,
+                      "Validation batches (of global_batch sequences) per evaluation."));
+  // [checkpoint]
+  k.push_back(text("checkpoint", "dir", &CheckpointConfig::dir, &Config::checkpoint, "empty, or a directory path",
+                   "Where checkpoints are written; empty = no checkpoints."));
+  k.push_back(integer("checkpoint", "every_steps", &Config::checkpoint, &CheckpointConfig::every_steps, 0,
+                      int64_t(1) << 40, "Write a checkpoint every this many steps; 0 = off."));
+  k.push_back(real("checkpoint", "every_minutes", &CheckpointConfig::every_minutes, &Config::checkpoint, 0.0, false,
+                   inf, "Write a checkpoint when this many minutes have passed since the last; 0 = off."));
+  k.push_back(integer("checkpoint", "keep", &Config::checkpoint, &CheckpointConfig::keep, 0, big,
+                      "Newest checkpoints kept; older ones are deleted; 0 keeps all."));
+  k.push_back(resume_key());
+  // [runtime]
+  k.push_back(choice("runtime", "backend", &RuntimeConfig::backend, &Config::runtime,
+                     {{"cpu", Backend::Cpu}, {"cuda", Backend::Cuda}},
+                     "Compute backend: Kokkos kernels on the host, or CUDA kernels with cuBLAS and NCCL."));
+  k.push_back(text("runtime", "metrics", &RuntimeConfig::metrics, &Config::runtime, "empty, or a file path",
+                   "JSON-lines file with one object per step (step, loss, lr, grad_norm, step_ms, tokens_per_s, "
+                   "mfu, val_loss); empty = none."));
+  k.push_back(integer("runtime", "log_every", &Config::runtime, &RuntimeConfig::log_every, 1, big,
+                      "Print a progress line every this many steps."));
+  k.push_back(choice("runtime", "mpi_wait", &RuntimeConfig::mpi_wait, &Config::runtime,
+                     {{"block", MpiWait::Block}, {"poll", MpiWait::Poll}},
+                     "How MPI waits: MPICH's blocking calls, or MPI_Test with a short sleep (much faster "
+                     "when there are more ranks than cores)."));
+  k.push_back(real("runtime", "peak_tflops", &RuntimeConfig::peak_tflops, &Config::runtime, 0.0, false, inf,
+                   "Peak TFLOP/s per rank used for MFU; 0 = the backend's own estimate."));
+  k.push_back(text("runtime", "trace", &RuntimeConfig::trace, &Config::runtime, "empty, or a file path",
+                   "Chrome trace JSON of the per-stage timeline; empty = none."));
+  return k;
+}
+
+}  // namespace
+
+const std::vector<KeySpec>& schema() {
+  static const std::vector<KeySpec> s = build();
+  return s;
+}
+
+const std::vector<std::string>& sections() {
+  static const std::vector<std::string> s = {"model", "mesh", "train", "data", "checkpoint", "runtime"};
+  return s;
+}
+
+}  // namespace trident::deck

@@ -1,0 +1,80 @@
+#pragma once
+// The model's parameter tensors: their Hugging Face GPT-2 names, shapes and places in one flat buffer.
+// Parameters, gradients and both Adam moments share this layout, so the optimizer and the
+// communication layer work on flat ranges.
+//
+// Storage layout is PyTorch Linear's [out, in]. Hugging Face GPT-2 stores its Conv1D weights
+// (c_attn, c_proj, c_fc) as [in, out]; import and export transpose them. The token embedding is
+// stored padded to [Vp, C]; the padding rows stay zero and never leave the process.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/shapes.hpp"
+
+namespace trident {
+
+enum class ParamKind { Embedding, Weight, Bias, NormWeight, NormBias };
+
+struct ParamTensor {
+  std::string name;              // Hugging Face name, e.g. "transformer.h.3.attn.c_attn.weight"
+  std::vector<int64_t> shape;    // stored shape ([out, in] for matrices; [Vp, C] for wte)
+  int64_t offset = 0;            // into the flat buffer, in floats
+  int64_t numel = 0;
+  ParamKind kind = ParamKind::Weight;
+  bool conv1d = false;           // Hugging Face stores it transposed ([in, out])
+  bool residual_projection = false;  // attn.c_proj / mlp.c_proj weights: init std / sqrt(2L)
+
+  // AdamW weight decay applies to tensors of 2 or more dimensions (matrices and embeddings).
+  bool decayed() const { return shape.size() >= 2; }
+};
+
+// Offsets of one layer's tensors, to address them without name lookups.
+struct LayerParams {
+  int64_t ln1_w, ln1_b, qkv_w, qkv_b, attn_proj_w, attn_proj_b, ln2_w, ln2_b, fc_w, fc_b, fc_proj_w, fc_proj_b;
+};
+
+class ParameterLayout {
+ public:
+  explicit ParameterLayout(const GptShapes& s);
+
+  const GptShapes& shapes() const { return shapes_; }
+  const std::vector<ParamTensor>& tensors() const { return tensors_; }
+  const ParamTensor& find(const std::string& name) const;
+  int64_t total() const { return total_; }
+
+  int64_t wte() const { return wte_; }
+  int64_t wpe() const { return wpe_; }
+  int64_t lnf_w() const { return lnf_w_; }
+  int64_t lnf_b() const { return lnf_b_; }
+  int64_t lm_head() const { return lm_head_; }  // == wte() when tied
+  const LayerParams& layer(int64_t l) const { return layers_[l]; }
+
+ private:
+  int64_t add(std::string name, std::vector<int64_t> shape, ParamKind kind, bool conv1d = false,
+              bool residual_projection = false);
+
+  GptShapes shapes_;
+  std::vector<ParamTensor> tensors_;
+  std::vector<LayerParams> layers_;
+  int64_t total_ = 0;
+  int64_t wte_ = 0, wpe_ = 0, lnf_w_ = 0, lnf_b_ = 0, lm_head_ = 0;
+};
+
+// GPT-2 initialisation into a host buffer of layout.total() floats: weights and embeddings
+// N(0, std), residual projections N(0, std/sqrt(2L)), biases 0, LayerNorm weights 1, padding 0.
+// Every element is a function of (seed, tensor name, element index in the unpadded global tensor)
+// alone, so any parallel layout that holds a slice generates the same global model.
+void init_parameters(const ParameterLayout& layout, double std, uint64_t seed, float* host_params);
+
+// The normal deviate used for element `index` of tensor `name` (exposed for sharded initialisation).
+float init_normal(uint64_t seed, const std::string& name, int64_t index);
+
+// Loads Hugging Face GPT-2 weights (fp32 safetensors) into a host buffer; throws naming the tensor
+// that is missing or mis-shaped.
+void load_hf_safetensors(const ParameterLayout& layout, const std::string& path, float* host_params);
+
+// Writes the parameters as a Hugging Face GPT-2 safetensors file (unpadded, Conv1D layout).
+void save_hf_safetensors(const ParameterLayout& layout, const float* host_params, const std::string& path);
+
+}  // namespace trident

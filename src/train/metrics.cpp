@@ -1,0 +1,55 @@
+#include "train/metrics.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.hpp"
+
+namespace trident {
+
+MetricsWriter::MetricsWriter(const std::string& path, bool append) : path_(path) {
+  const auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  out_.open(path, append ? std::ios::app : std::ios::trunc);
+  TRIDENT_CHECK(out_.good(), "runtime.metrics: cannot open {} for writing ({})", path, std::strerror(errno));
+}
+
+void MetricsWriter::write(const StepMetrics& m) {
+  nlohmann::json j = {{"step", m.step},          {"loss", m.loss},       {"lr", m.lr},
+                      {"grad_norm", m.grad_norm}, {"step_ms", m.step_ms}, {"tokens_per_s", m.tokens_per_s},
+                      {"tflops", m.tflops},       {"mfu", m.mfu},         {"memory_gib", m.memory_gib},
+                      {"eta_s", m.eta_s}};
+  if (m.val_loss) j["val_loss"] = *m.val_loss;
+  out_ << j.dump() << '\n';
+  out_.flush();
+  TRIDENT_CHECK(out_.good(), "runtime.metrics: write to {} failed", path_);
+}
+
+std::string format_log_line(const StepMetrics& m, int64_t total_steps) {
+  std::string line = fmt::format(
+      "step {:>{}}/{} | loss {:.4f} | lr {:.3e} | norm {:.3f} | {:.1f} ms | {:.0f} tok/s | {:.3f} TFLOP/s | "
+      "MFU {:.1f}% | mem {:.2f} GiB | ETA {:.0f} s",
+      m.step, std::to_string(total_steps).size(), total_steps, m.loss, m.lr, m.grad_norm, m.step_ms, m.tokens_per_s,
+      m.tflops, 100 * m.mfu, m.memory_gib, m.eta_s);
+  if (m.val_loss) line += fmt::format(" | val {:.4f}", *m.val_loss);
+  return line;
+}
+
+int64_t peak_rss_bytes() {
+  std::ifstream f("/proc/self/status");
+  std::string key;
+  while (f >> key) {
+    if (key == "VmHWM:") {
+      int64_t kib = 0;
+      f >> kib;
+      return kib * 1024;
+    }
+    f.ignore(1 << 20, '\n');
+  }
+  return 0;
+}
+
+}  // namespace trident

@@ -1,0 +1,40 @@
+#pragma once
+// Per-step figures: the log line every log_every steps and the JSON-lines metrics file.
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <string>
+
+namespace trident {
+
+struct StepMetrics {
+  int64_t step = 0;
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;
+  double step_ms = 0;
+  double tokens_per_s = 0;
+  double tflops = 0;             // achieved model TFLOP/s per rank
+  double mfu = 0;                // tflops / peak
+  double memory_gib = 0;         // peak resident memory of this process
+  double eta_s = 0;              // estimated time to the last step
+  std::optional<double> val_loss;
+};
+
+// Appends one JSON object per step to a file (created fresh unless `append`).
+class MetricsWriter {
+ public:
+  MetricsWriter(const std::string& path, bool append);
+  void write(const StepMetrics& m);
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+};
+
+std::string format_log_line(const StepMetrics& m, int64_t total_steps);
+
+// Peak resident set size of this process (VmHWM), in bytes; 0 when unknown.
+int64_t peak_rss_bytes();
+
+}  // namespace trident
