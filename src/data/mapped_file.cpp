@@ -1,0 +1,67 @@
+#include "data/mapped_file.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "core/error.hpp"
+
+namespace trident {
+
+MappedFile::MappedFile(const std::string& path) : path_(path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    throw Error(fmt::format("cannot open '{}': {}", path, std::strerror(err)));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    throw Error(fmt::format("cannot stat '{}': {}", path, std::strerror(err)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error(fmt::format("'{}' is not a regular file", path));
+  }
+  size_ = static_cast<int64_t>(st.st_size);
+  if (size_ > 0) {
+    void* p = ::mmap(nullptr, static_cast<size_t>(size_), PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      int err = errno;
+      ::close(fd);
+      throw Error(fmt::format("cannot memory-map '{}' ({} bytes): {}", path, size_, std::strerror(err)));
+    }
+    data_ = static_cast<const uint8_t*>(p);
+  }
+  ::close(fd);  // the mapping keeps the file open
+}
+
+MappedFile::~MappedFile() { unmap(); }
+
+MappedFile::MappedFile(MappedFile&& other) noexcept
+    : path_(std::move(other.path_)), data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)) {}
+
+MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
+  if (this != &other) {
+    unmap();
+    path_ = std::move(other.path_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+void MappedFile::unmap() noexcept {
+  if (data_) ::munmap(const_cast<uint8_t*>(data_), static_cast<size_t>(size_));
+  data_ = nullptr;
+  size_ = 0;
+}
+
+}  // namespace trident
