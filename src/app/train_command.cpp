@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include "app/commands.hpp"
+#include "comm/mesh.hpp"
 #include "core/log.hpp"
 #include "train/trainer.hpp"
 
@@ -15,8 +16,9 @@ int run_train(const DeckArgs& args) {
   log::info("trident train {} (tp {} x pp {} x dp {}, {} ranks)", cfg.source, cfg.mesh.tp, cfg.mesh.pp, cfg.mesh.dp,
             world);
   Kokkos::ScopeGuard kokkos;
+  ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
   auto kernels = make_kokkos_kernels();
-  Trainer trainer(cfg, *kernels);
+  Trainer trainer(cfg, *kernels, &mesh);
   trainer.run();
   return 0;
 }

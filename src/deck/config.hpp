@@ -46,7 +46,7 @@ struct MeshConfig {
   std::vector<int64_t> layers_per_stage;  // empty = balanced automatically
   double bucket_mb = 25.0;         // DP gradient-reduction bucket size
 
-  int world_size() const { return tp * pp * dp; }
+  int64_t world_size() const { return int64_t(tp) * pp * dp; }
 };
 
 struct TrainConfig {

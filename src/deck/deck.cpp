@@ -43,6 +43,8 @@ std::string suggestion(const std::string& word, const std::vector<std::string>& 
 }
 
 std::string value_text(const toml::node& n) {
+  if (n.is_floating_point()) return deck::toml_float(n.value<double>().value());
+  if (n.is_string()) return deck::toml_string(n.value<std::string>().value());
   std::ostringstream os;
   n.visit([&](const auto& v) { os << v; });
   return os.str();
@@ -76,6 +78,19 @@ class DeckReader {
   std::string location(const toml::node& n) const {
     const auto& b = n.source().begin;
     return fmt::format("{}:{}:{}", source_, b.line, b.column);
+  }
+
+  // Where a key itself is written (the key, not its value).
+  std::string key_location(const toml::key& k, const toml::node& value) const {
+    const auto& b = k.source().begin;
+    return b.line > 0 ? fmt::format("{}:{}:{}", source_, b.line, b.column) : location(value);
+  }
+
+  // A section that exists only because of a --set names that argument.
+  std::string section_location(const std::string& sec, const toml::node& node) const {
+    for (const auto& [key, shown] : override_text_)
+      if (key.compare(0, sec.size() + 1, sec + ".") == 0 && node.source().begin.line == 0) return shown;
+    return location(node);
   }
 
   // Where "section.key" came from; falls back to its section, then to the file.
@@ -127,19 +142,26 @@ class DeckReader {
     const auto& known = deck::sections();
     for (const auto& [name, node] : root_) {
       const std::string sec(name.str());
+      if (!node.is_table()) {
+        // A key written before any section header: say which section it may belong to.
+        std::string hint;
+        for (const auto& k : deck::schema())
+          if (k.key == sec) hint = fmt::format("; did you mean [{}] {}?", k.section, k.key);
+        throw Error(fmt::format("{}: '{}' must be inside a section{} (sections: {})", key_location(name, node), sec,
+                                hint, fmt::join(known, ", ")));
+      }
       if (std::find(known.begin(), known.end(), sec) == known.end()) {
-        throw Error(fmt::format("{}: unknown section [{}]{} (sections: {})", location(node), sec,
+        throw Error(fmt::format("{}: unknown section [{}]{} (sections: {})", section_location(sec, node), sec,
                                 suggestion(sec, known, "[", "]"), fmt::join(known, ", ")));
       }
-      if (!node.is_table())
-        throw Error(fmt::format("{}: '{}' must be a section [{}], not a value", location(node), sec, sec));
       std::vector<std::string> keys;
       for (const auto& k : deck::schema())
         if (k.section == sec) keys.push_back(k.key);
       for (const auto& [kname, knode] : *node.as_table()) {
         const std::string key(kname.str());
         if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
-        throw Error(fmt::format("{}: unknown key '{}' in [{}]{} (keys of [{}]: {})", where(sec, key), key, sec,
+        const std::string at = override_text_.count(sec + "." + key) ? where(sec, key) : key_location(kname, knode);
+        throw Error(fmt::format("{}: unknown key '{}' in [{}]{} (keys of [{}]: {})", at, key, sec,
                                 suggestion(key, keys, "'", "'"), sec, fmt::join(keys, ", ")));
       }
     }
@@ -257,18 +279,18 @@ class DeckReader {
                                lps.size(), sum, chunks, cfg.model.layers));
     }
     if (mesh.schedule == Schedule::OneFOneB && mesh.pp > 1 && m < mesh.pp)
-      cfg.warnings.push_back(fmt::format("{}: 1f1b with {} micro-batches per step and pp = {}: fewer micro-batches "
+      cfg.warnings.push_back(fmt::format("{}: 1f1b with {} micro-batch(es) per step and pp = {}: fewer micro-batches "
                                          "than stages leaves most of the pipeline idle",
                                          where("mesh", "schedule"), m, mesh.pp));
   }
 
   static std::string resolved_toml(const Config& cfg) {
-    toml::table root;
-    for (const auto& s : deck::sections()) root.insert_or_assign(s, toml::table{});
-    for (const KeySpec& k : deck::schema()) k.emit(cfg, *root.get_as<toml::table>(k.section));
     std::ostringstream os;
     for (const auto& s : deck::sections()) {
-      os << "[" << s << "]\n" << *root.get_as<toml::table>(s) << "\n\n";
+      os << "[" << s << "]\n";
+      for (const KeySpec& k : deck::schema())
+        if (k.section == s) os << k.key << " = " << k.emit(cfg) << "\n";
+      os << "\n";
     }
     return os.str();
   }

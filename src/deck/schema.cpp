@@ -1,8 +1,10 @@
 #include "deck/schema.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
+#include <sstream>
 #include <limits>
 #include <utility>
 
@@ -27,10 +29,7 @@ std::optional<ValueError> wrong_type(const toml::node& n) {
   return ValueError{fmt::format("wrong type ({})", type_name(n))};
 }
 
-std::string range_text(int64_t lo, int64_t hi) {
-  if (hi >= kMaxInt) return fmt::format("an integer >= {}", lo);
-  return fmt::format("an integer in [{}, {}]", lo, hi);
-}
+std::string range_text(int64_t lo, int64_t hi) { return fmt::format("an integer in [{}, {}]", lo, hi); }
 
 // Defaults come from the member initialisers in config.hpp, so they are written in one place.
 const Config& defaults() {
@@ -55,13 +54,13 @@ KeySpec integer(const char* sec, const char* key, S Config::*s, T S::*m, int64_t
     c.*s.*m = static_cast<T>(*v);
     return std::nullopt;
   };
-  k.emit = [=](const Config& c, toml::table& t) { t.insert_or_assign(key, static_cast<int64_t>(c.*s.*m)); };
+  k.emit = [=](const Config& c) { return fmt::format("{}", static_cast<int64_t>(c.*s.*m)); };
   return k;
 }
 
 template <class S>
 KeySpec real(const char* sec, const char* key, double S::*m, S Config::*s, double lo, bool lo_open, double hi,
-             std::string doc) {
+             std::string doc, bool hi_open = false) {
   KeySpec k;
   k.section = sec;
   k.key = key;
@@ -69,16 +68,17 @@ KeySpec real(const char* sec, const char* key, double S::*m, S Config::*s, doubl
   k.default_text = fmt::format("{}", defaults().*s.*m);
   const bool unbounded = std::isinf(hi);
   k.allowed = fmt::format("a number {} {}{}", lo_open ? ">" : ">=", lo,
-                          unbounded ? std::string() : fmt::format(" and <= {}", hi));
+                          unbounded ? std::string() : fmt::format(" and {} {}", hi_open ? "<" : "<=", hi));
   k.doc = std::move(doc);
   k.apply = [=](const toml::node& n, Config& c) -> std::optional<ValueError> {
     if (!n.is_number()) return wrong_type(n);
     const double v = n.value<double>().value();
-    if (!std::isfinite(v) || v < lo || (lo_open && v == lo) || v > hi) return ValueError{"out of range"};
+    if (!std::isfinite(v) || v < lo || (lo_open && v == lo) || v > hi || (hi_open && v == hi))
+      return ValueError{"out of range"};
     c.*s.*m = v;
     return std::nullopt;
   };
-  k.emit = [=](const Config& c, toml::table& t) { t.insert_or_assign(key, c.*s.*m); };
+  k.emit = [=](const Config& c) { return toml_float(c.*s.*m); };
   return k;
 }
 
@@ -96,7 +96,7 @@ KeySpec boolean(const char* sec, const char* key, bool S::*m, S Config::*s, std:
     c.*s.*m = n.value<bool>().value();
     return std::nullopt;
   };
-  k.emit = [=](const Config& c, toml::table& t) { t.insert_or_assign(key, c.*s.*m); };
+  k.emit = [=](const Config& c) { return std::string(c.*s.*m ? "true" : "false"); };
   return k;
 }
 
@@ -114,7 +114,7 @@ KeySpec text(const char* sec, const char* key, std::string S::*m, S Config::*s, 
     c.*s.*m = n.value<std::string>().value();
     return std::nullopt;
   };
-  k.emit = [=](const Config& c, toml::table& t) { t.insert_or_assign(key, c.*s.*m); };
+  k.emit = [=](const Config& c) { return toml_string(c.*s.*m); };
   return k;
 }
 
@@ -143,9 +143,10 @@ KeySpec choice(const char* sec, const char* key, E S::*m, S Config::*s, std::vec
     }
     return ValueError{"not an allowed value"};
   };
-  k.emit = [=](const Config& c, toml::table& t) {
+  k.emit = [=](const Config& c) {
     for (const auto& [name, value] : options)
-      if (value == c.*s.*m) t.insert_or_assign(key, name);
+      if (value == c.*s.*m) return toml_string(name);
+    return std::string("\"\"");
   };
   return k;
 }
@@ -172,11 +173,7 @@ KeySpec layers_per_stage() {
     c.mesh.layers_per_stage = std::move(v);
     return std::nullopt;
   };
-  k.emit = [](const Config& c, toml::table& t) {
-    toml::array a;
-    for (auto x : c.mesh.layers_per_stage) a.push_back(x);
-    t.insert_or_assign("layers_per_stage", std::move(a));
-  };
+  k.emit = [](const Config& c) { return fmt::format("[{}]", fmt::join(c.mesh.layers_per_stage, ", ")); };
   return k;
 }
 
@@ -274,8 +271,8 @@ std::vector<KeySpec> build() {
                      "After warm-up: constant lr, or cosine / linear decay from lr to min_lr at `steps`."));
   k.push_back(real("train", "weight_decay", &TrainConfig::weight_decay, &Config::train, 0.0, false, inf,
                    "AdamW decoupled weight decay, applied to tensors of 2 or more dimensions only."));
-  k.push_back(real("train", "beta1", &TrainConfig::beta1, &Config::train, 0.0, false, 1.0 - 1e-12, "AdamW beta1."));
-  k.push_back(real("train", "beta2", &TrainConfig::beta2, &Config::train, 0.0, false, 1.0 - 1e-12, "AdamW beta2."));
+  k.push_back(real("train", "beta1", &TrainConfig::beta1, &Config::train, 0.0, false, 1.0, "AdamW beta1.", true));
+  k.push_back(real("train", "beta2", &TrainConfig::beta2, &Config::train, 0.0, false, 1.0, "AdamW beta2.", true));
   k.push_back(real("train", "eps", &TrainConfig::eps, &Config::train, 0.0, true, 1.0, "AdamW epsilon."));
   k.push_back(real("train", "grad_clip", &TrainConfig::grad_clip, &Config::train, 0.0, false, inf,
                    "Clip the global gradient norm to this value; 0 turns clipping off."));
@@ -335,6 +332,18 @@ std::vector<KeySpec> build() {
 }
 
 }  // namespace
+
+std::string toml_float(double v) {
+  std::string t = fmt::format("{}", v);  // shortest representation that reads back exactly
+  if (t.find_first_of(".eEn") == std::string::npos) t += ".0";  // keep it a TOML float
+  return t;
+}
+
+std::string toml_string(const std::string& v) {
+  std::ostringstream os;
+  os << toml::value<std::string>(v);
+  return os.str();
+}
 
 const std::vector<KeySpec>& schema() {
   static const std::vector<KeySpec> s = build();

@@ -31,11 +31,15 @@ struct KeySpec {
   std::string doc;
   // Checks `node` and stores it into cfg; returns an error description or an empty optional.
   std::function<std::optional<ValueError>(const toml::node& node, Config& cfg)> apply;
-  // Writes the resolved value from cfg into a TOML table (for Config::resolved_toml).
-  std::function<void(const Config& cfg, toml::table& section)> emit;
+  // The resolved value in cfg as TOML value text (for Config::resolved_toml).
+  std::function<std::string(const Config& cfg)> emit;
 };
 
 const std::vector<KeySpec>& schema();
+
+// TOML value text: floats in their shortest exact form (0.1, not 0.10000000000000001), strings quoted.
+std::string toml_float(double v);
+std::string toml_string(const std::string& v);
 const std::vector<std::string>& sections();
 
 }  // namespace trident::deck

@@ -12,11 +12,27 @@
 #include <memory>
 #include <vector>
 
+#include "comm/group.hpp"
 #include "deck/config.hpp"
 #include "kernels.hpp"
 #include "model/parameters.hpp"
 
 namespace trident {
+
+// Megatron-style tensor parallelism over a TP group: attention heads, the MLP inner dimension and
+// the vocabulary are split among its ranks (column-parallel c_attn and c_fc, row-parallel c_proj,
+// vocab-parallel embedding and LM head with a vocab-parallel cross-entropy that never gathers the
+// logits). Without sequence parallelism, the per-layer communication is one all-reduce after each
+// row-parallel GEMM in forward and one after each column-parallel GEMM's input gradient in backward.
+// With it, LayerNorms and residuals work on this rank's 1/tp of the tokens; all-gathers before the
+// column-parallel GEMMs (and again in backward, as Megatron does, instead of storing the gathered
+// input) and reduce-scatters after the row-parallel ones replace the all-reduces.
+struct TensorParallel {
+  Group* group = nullptr;  // null: no tensor parallelism
+  bool sequence_parallel = false;
+  int size() const { return group ? group->size() : 1; }
+  int rank() const { return group ? group->rank() : 0; }
+};
 
 // Bytes of activation memory held between forward and backward, and of the scratch buffers.
 struct ActivationBytes {
@@ -27,8 +43,9 @@ struct ActivationBytes {
 
 class GptModel {
  public:
-  // B: sequences per micro-batch. Parameters and gradients are allocated zeroed.
-  GptModel(const GptShapes& shapes, Kernels& kernels, Recompute recompute, int64_t B);
+  // B: sequences per micro-batch. Parameters and gradients are allocated zeroed; with tp, this rank's
+  // shard of them (layout().tp_rank()).
+  GptModel(const GptShapes& shapes, Kernels& kernels, Recompute recompute, int64_t B, TensorParallel tp = {});
   ~GptModel();
   GptModel(const GptModel&) = delete;
   GptModel& operator=(const GptModel&) = delete;
@@ -47,6 +64,20 @@ class GptModel {
   // Forward and loss only (validation): the sum of per-position losses.
   double forward_loss(const int32_t* inputs, const int32_t* targets);
 
+  // Call once after the last micro-batch of a step: with sequence parallelism, the replicated
+  // parameters (LayerNorms, position embedding, row-parallel biases) saw only this rank's tokens,
+  // so their gradients are summed over the TP group. Without it this does nothing.
+  void finish_gradients();
+
+  // A whole-model (tp = 1 layout) host copy of a parameter-shaped buffer of this model (params(),
+  // grads(), or optimizer state), gathered over the TP group; the same on every TP rank.
+  std::vector<float> gather_global(const float* buffer);
+  const ParameterLayout& global_layout() const { return global_layout_; }
+
+  // Global L2 norm of the gradients: sharded tensors summed over the TP group, replicated ones
+  // counted once.
+  double gradient_norm();
+
  private:
   struct LayerActs {
     float *ln1, *ln1_mean, *ln1_rstd, *qkv, *att, *atty, *x2, *ln2, *ln2_mean, *ln2_rstd, *fch, *fchg;
@@ -58,12 +89,28 @@ class GptModel {
   void layer_backward(int64_t l, const LayerActs& a);
   const LayerActs& acts_for(int64_t l) const;
   double forward_to_loss_and_dlogits(float dloss_scale);
+  // The two TP communication primitives (identity when tp = 1):
+  //   to_full:      this rank's [Nl, width] rows -> all N rows (all-gather with SP; else the same buffer)
+  //   from_partial: a [N, width] partial sum on every rank -> this rank's reduced rows
+  //                 (reduce-scatter into `local` with SP; else all-reduce in place, local == partial)
+  const float* to_full(const float* local, int64_t width);
+  void from_partial(float* partial, float* local, int64_t width);
+  // Where a row-parallel GEMM writes its partial result destined for `local`.
+  float* partial_for(float* local) { return sp_ ? partial_ : local; }
+  // Positions of this rank's rows: the [B, T] token grid flattened, rows [row0, row0 + Nl).
+  void add_positions(float* x);
+  void position_grads(float* dwpe, const float* dx);
 
   GptShapes shapes_;
   Kernels& k_;
   Recompute recompute_;
-  int64_t B_, N_;
+  TensorParallel tp_;
+  bool sp_ = false;
+  int64_t B_, N_, Nl_, row0_;     // tokens in the micro-batch, rows on this rank, first row
+  int64_t Cl_, Fl_, NHl_, Vl_;    // this rank's attention width, MLP width, heads, vocabulary rows
+  int64_t vocab_begin_, vocab_real_;  // first vocabulary row here, and how many of them are real
   ParameterLayout layout_;
+  ParameterLayout global_layout_;
   float* params_ = nullptr;
   float* grads_ = nullptr;
   std::vector<void*> owned_;
@@ -76,6 +123,8 @@ class GptModel {
   float* atty_scratch_ = nullptr;       // selective: attention output discarded on recompute
   float *lnf_, *lnf_mean_, *lnf_rstd_, *logits_, *losses_, *rowmax_, *sumexp_, *target_logit_;
   float *dres_, *dln_, *dqkv_, *dfch_, *dfchg_;
+  float* gathered_ = nullptr;           // SP: [N, C] all-gathered input of a column-parallel GEMM
+  float* partial_ = nullptr;            // SP: [N, C] partial output of a row-parallel GEMM / input grad
   std::vector<float> host_losses_;
 };
 

@@ -10,37 +10,48 @@
 
 namespace trident {
 
-ParameterLayout::ParameterLayout(const GptShapes& s) : shapes_(s) {
+ParameterLayout::ParameterLayout(const GptShapes& s, int tp_rank, int tp_size)
+    : shapes_(s), tp_rank_(tp_rank), tp_size_(tp_size) {
   const int64_t C = s.C, F = s.F;
-  wte_ = add("transformer.wte.weight", {s.Vp, C}, ParamKind::Embedding);
-  wpe_ = add("transformer.wpe.weight", {s.T, C}, ParamKind::Embedding);
+  using K = ParamKind;
+  using S = TpSplit;
+  wte_ = add("transformer.wte.weight", {s.Vp, C}, K::Embedding, S::Rows);
+  wpe_ = add("transformer.wpe.weight", {s.T, C}, K::Embedding, S::None);
   for (int64_t l = 0; l < s.L; ++l) {
     const std::string p = fmt::format("transformer.h.{}.", l);
     LayerParams lp{};
-    lp.ln1_w = add(p + "ln_1.weight", {C}, ParamKind::NormWeight);
-    lp.ln1_b = add(p + "ln_1.bias", {C}, ParamKind::NormBias);
-    lp.qkv_w = add(p + "attn.c_attn.weight", {3 * C, C}, ParamKind::Weight, true);
-    lp.qkv_b = add(p + "attn.c_attn.bias", {3 * C}, ParamKind::Bias);
-    lp.attn_proj_w = add(p + "attn.c_proj.weight", {C, C}, ParamKind::Weight, true, true);
-    lp.attn_proj_b = add(p + "attn.c_proj.bias", {C}, ParamKind::Bias);
-    lp.ln2_w = add(p + "ln_2.weight", {C}, ParamKind::NormWeight);
-    lp.ln2_b = add(p + "ln_2.bias", {C}, ParamKind::NormBias);
-    lp.fc_w = add(p + "mlp.c_fc.weight", {F, C}, ParamKind::Weight, true);
-    lp.fc_b = add(p + "mlp.c_fc.bias", {F}, ParamKind::Bias);
-    lp.fc_proj_w = add(p + "mlp.c_proj.weight", {C, F}, ParamKind::Weight, true, true);
-    lp.fc_proj_b = add(p + "mlp.c_proj.bias", {C}, ParamKind::Bias);
+    lp.ln1_w = add(p + "ln_1.weight", {C}, K::NormWeight, S::None);
+    lp.ln1_b = add(p + "ln_1.bias", {C}, K::NormBias, S::None);
+    lp.qkv_w = add(p + "attn.c_attn.weight", {3 * C, C}, K::Weight, S::QkvRows, true);
+    lp.qkv_b = add(p + "attn.c_attn.bias", {3 * C}, K::Bias, S::QkvRows);
+    lp.attn_proj_w = add(p + "attn.c_proj.weight", {C, C}, K::Weight, S::Cols, true, true);
+    lp.attn_proj_b = add(p + "attn.c_proj.bias", {C}, K::Bias, S::None);
+    lp.ln2_w = add(p + "ln_2.weight", {C}, K::NormWeight, S::None);
+    lp.ln2_b = add(p + "ln_2.bias", {C}, K::NormBias, S::None);
+    lp.fc_w = add(p + "mlp.c_fc.weight", {F, C}, K::Weight, S::Rows, true);
+    lp.fc_b = add(p + "mlp.c_fc.bias", {F}, K::Bias, S::Rows);
+    lp.fc_proj_w = add(p + "mlp.c_proj.weight", {C, F}, K::Weight, S::Cols, true, true);
+    lp.fc_proj_b = add(p + "mlp.c_proj.bias", {C}, K::Bias, S::None);
     layers_.push_back(lp);
   }
-  lnf_w_ = add("transformer.ln_f.weight", {C}, ParamKind::NormWeight);
-  lnf_b_ = add("transformer.ln_f.bias", {C}, ParamKind::NormBias);
-  lm_head_ = s.tied ? wte_ : add("lm_head.weight", {s.Vp, C}, ParamKind::Embedding);
+  lnf_w_ = add("transformer.ln_f.weight", {C}, K::NormWeight, S::None);
+  lnf_b_ = add("transformer.ln_f.bias", {C}, K::NormBias, S::None);
+  lm_head_ = s.tied ? wte_ : add("lm_head.weight", {s.Vp, C}, K::Embedding, S::Rows);
 }
 
-int64_t ParameterLayout::add(std::string name, std::vector<int64_t> shape, ParamKind kind, bool conv1d,
-                             bool residual_projection) {
+int64_t ParameterLayout::add(std::string name, std::vector<int64_t> global_shape, ParamKind kind, TpSplit split,
+                             bool conv1d, bool residual_projection) {
   ParamTensor t;
   t.name = std::move(name);
-  t.shape = std::move(shape);
+  t.global_shape = global_shape;
+  t.shape = std::move(global_shape);
+  t.split = split;
+  const int64_t dim = split == TpSplit::Cols ? 1 : 0;
+  if (split != TpSplit::None) {
+    TRIDENT_CHECK(t.shape[dim] % tp_size_ == 0, "{}: dimension {} of size {} is not divisible by tp = {}", t.name, dim,
+                  t.shape[dim], tp_size_);
+    t.shape[dim] /= tp_size_;
+  }
   t.numel = 1;
   for (auto d : t.shape) t.numel *= d;
   t.offset = total_;
@@ -121,13 +132,13 @@ std::string hf_name_in(const SafetensorsReader& f, const std::string& name) {
   throw Error(fmt::format("{}: tensor {} is missing", f.path(), name));
 }
 
+}  // namespace
+
 std::vector<int64_t> hf_shape(const ParamTensor& t, const GptShapes& s) {
   if (t.conv1d) return {t.shape[1], t.shape[0]};
   if (t.shape.size() == 2) return {real_rows(t, s), t.shape[1]};
   return t.shape;
 }
-
-}  // namespace
 
 void load_hf_safetensors(const ParameterLayout& layout, const std::string& path, float* host) {
   SafetensorsReader f(path);
@@ -147,24 +158,83 @@ void load_hf_safetensors(const ParameterLayout& layout, const std::string& path,
   }
 }
 
+std::vector<float> hf_tensor(const ParameterLayout& layout, const float* host, const ParamTensor& t) {
+  TRIDENT_CHECK(layout.tp_size() == 1, "hf_tensor needs the whole model (tp_size 1), not a shard");
+  const auto shape = hf_shape(t, layout.shapes());
+  const float* p = host + t.offset;
+  if (!t.conv1d) {
+    int64_t n = 1;
+    for (auto d : shape) n *= d;
+    return std::vector<float>(p, p + n);
+  }
+  const int64_t in = shape[0], out = shape[1];
+  std::vector<float> buf(t.numel);
+  for (int64_t i = 0; i < in; ++i)
+    for (int64_t o = 0; o < out; ++o) buf[i * out + o] = p[o * in + i];
+  return buf;
+}
+
 void save_hf_safetensors(const ParameterLayout& layout, const float* host, const std::string& path) {
-  const auto& s = layout.shapes();
-  std::vector<std::vector<float>> transposed;
+  std::vector<std::vector<float>> data;
   std::vector<SafetensorsTensor> out;
-  transposed.reserve(layout.tensors().size());
+  data.reserve(layout.tensors().size());
   for (const auto& t : layout.tensors()) {
-    const float* p = host + t.offset;
-    const auto shape = hf_shape(t, s);
-    if (t.conv1d) {
-      const int64_t in = shape[0], o = shape[1];
-      auto& buf = transposed.emplace_back(t.numel);
-      for (int64_t i = 0; i < in; ++i)
-        for (int64_t j = 0; j < o; ++j) buf[i * o + j] = p[j * in + i];
-      p = buf.data();
-    }
-    out.push_back({t.name, shape, p});
+    data.push_back(hf_tensor(layout, host, t));
+    out.push_back({t.name, hf_shape(t, layout.shapes()), data.back().data()});
   }
   write_safetensors(path, out, {{"format", "pt"}, {"producer", "trident"}});
+}
+
+namespace {
+
+// Calls copy(global_offset, local_offset, count) for each contiguous run of rank `local`'s slice of
+// tensor t inside the whole tensor (both offsets relative to the tensor's start).
+template <class Copy>
+void for_each_slice_run(const ParamTensor& t, int tp_rank, int tp_size, Copy copy) {
+  const int64_t rows = t.shape[0];
+  const int64_t cols = t.shape.size() > 1 ? t.shape[1] : 1;
+  const int64_t global_cols = t.global_shape.size() > 1 ? t.global_shape[1] : 1;
+  switch (t.split) {
+    case TpSplit::None:
+      copy(0, 0, t.numel);
+      break;
+    case TpSplit::Rows:
+      copy(tp_rank * rows * cols, 0, rows * cols);
+      break;
+    case TpSplit::Cols:
+      for (int64_t r = 0; r < rows; ++r) copy(r * global_cols + tp_rank * cols, r * cols, cols);
+      break;
+    case TpSplit::QkvRows: {
+      const int64_t block = rows / 3, global_block = t.global_shape[0] / 3;  // rows of q (or k, v)
+      for (int64_t b = 0; b < 3; ++b)
+        copy((b * global_block + tp_rank * block) * cols, b * block * cols, block * cols);
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+void shard_parameters(const ParameterLayout& global, const float* global_host, const ParameterLayout& local,
+                      float* local_host) {
+  for (const auto& t : local.tensors()) {
+    const float* src = global_host + global.find(t.name).offset;
+    float* dst = local_host + t.offset;
+    for_each_slice_run(t, local.tp_rank(), local.tp_size(), [&](int64_t g, int64_t l, int64_t n) {
+      std::memcpy(dst + l, src + g, sizeof(float) * n);
+    });
+  }
+}
+
+void unshard_parameters(const ParameterLayout& local, const float* local_host, const ParameterLayout& global,
+                        float* global_host) {
+  for (const auto& t : local.tensors()) {
+    const float* src = local_host + t.offset;
+    float* dst = global_host + global.find(t.name).offset;
+    for_each_slice_run(t, local.tp_rank(), local.tp_size(), [&](int64_t g, int64_t l, int64_t n) {
+      std::memcpy(dst + g, src + l, sizeof(float) * n);
+    });
+  }
 }
 
 }  // namespace trident

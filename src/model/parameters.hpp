@@ -16,9 +16,19 @@ namespace trident {
 
 enum class ParamKind { Embedding, Weight, Bias, NormWeight, NormBias };
 
+// How a tensor is divided among the ranks of a TP group (Megatron-style).
+enum class TpSplit {
+  None,     // replicated: LayerNorms, position embedding, row-parallel biases
+  Rows,     // dim 0 split: vocab-parallel embedding / LM head, column-parallel c_fc weight and bias
+  Cols,     // dim 1 split: row-parallel attn.c_proj and mlp.c_proj weights
+  QkvRows,  // each of the q, k, v row blocks split by heads: the fused c_attn weight and bias
+};
+
 struct ParamTensor {
   std::string name;              // Hugging Face name, e.g. "transformer.h.3.attn.c_attn.weight"
-  std::vector<int64_t> shape;    // stored shape ([out, in] for matrices; [Vp, C] for wte)
+  std::vector<int64_t> shape;    // stored shape on this rank ([out, in] for matrices; [Vp/tp, C] for wte)
+  std::vector<int64_t> global_shape;  // stored shape of the whole tensor (tp = 1)
+  TpSplit split = TpSplit::None;
   int64_t offset = 0;            // into the flat buffer, in floats
   int64_t numel = 0;
   ParamKind kind = ParamKind::Weight;
@@ -36,12 +46,17 @@ struct LayerParams {
 
 class ParameterLayout {
  public:
-  explicit ParameterLayout(const GptShapes& s);
+  // The tensors held by rank `tp_rank` of a TP group of `tp_size` (the whole model when tp_size = 1).
+  explicit ParameterLayout(const GptShapes& s, int tp_rank = 0, int tp_size = 1);
 
   const GptShapes& shapes() const { return shapes_; }
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
   const ParamTensor& find(const std::string& name) const;
   int64_t total() const { return total_; }
+  int tp_rank() const { return tp_rank_; }
+  int tp_size() const { return tp_size_; }
+  // Rows [vocab_begin, vocab_begin + Vp/tp) of the padded vocabulary live on this rank.
+  int64_t vocab_begin() const { return tp_rank_ * shapes_.Vp / tp_size_; }
 
   int64_t wte() const { return wte_; }
   int64_t wpe() const { return wpe_; }
@@ -51,10 +66,11 @@ class ParameterLayout {
   const LayerParams& layer(int64_t l) const { return layers_[l]; }
 
  private:
-  int64_t add(std::string name, std::vector<int64_t> shape, ParamKind kind, bool conv1d = false,
-              bool residual_projection = false);
+  int64_t add(std::string name, std::vector<int64_t> global_shape, ParamKind kind, TpSplit split,
+              bool conv1d = false, bool residual_projection = false);
 
   GptShapes shapes_;
+  int tp_rank_ = 0, tp_size_ = 1;
   std::vector<ParamTensor> tensors_;
   std::vector<LayerParams> layers_;
   int64_t total_ = 0;
@@ -76,5 +92,17 @@ void load_hf_safetensors(const ParameterLayout& layout, const std::string& path,
 
 // Writes the parameters as a Hugging Face GPT-2 safetensors file (unpadded, Conv1D layout).
 void save_hf_safetensors(const ParameterLayout& layout, const float* host_params, const std::string& path);
+
+// Tensor `t` of a whole-model (tp = 1) buffer in Hugging Face shape and layout: unpadded, Conv1D
+// tensors transposed to [in, out].
+std::vector<float> hf_tensor(const ParameterLayout& layout, const float* host_params, const ParamTensor& t);
+std::vector<int64_t> hf_shape(const ParamTensor& t, const GptShapes& s);
+
+// Copies this rank's slices out of a whole-model buffer (global: tp_size 1) into a sharded one.
+void shard_parameters(const ParameterLayout& global, const float* global_host, const ParameterLayout& local,
+                      float* local_host);
+// The inverse: writes this rank's slices into their places in a whole-model buffer.
+void unshard_parameters(const ParameterLayout& local, const float* local_host, const ParameterLayout& global,
+                        float* global_host);
 
 }  // namespace trident

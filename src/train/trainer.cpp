@@ -13,8 +13,8 @@ namespace trident {
 namespace {
 
 // Refuses what this build cannot do yet, naming it, instead of silently ignoring deck keys.
-void require_supported(const Config& cfg) {
-  if (cfg.mesh.tp > 1) throw NotImplemented("tensor parallelism (mesh.tp > 1)");
+void require_supported(const Config& cfg, const ParallelMesh* mesh) {
+  TRIDENT_CHECK(mesh || cfg.mesh.world_size() == 1, "a parallel layout needs a ParallelMesh");
   if (cfg.mesh.pp > 1) throw NotImplemented("pipeline parallelism (mesh.pp > 1)");
   if (cfg.mesh.dp > 1) throw NotImplemented("data parallelism (mesh.dp > 1)");
   if (cfg.runtime.backend == Backend::Cuda) throw NotImplemented("training on the cuda backend");
@@ -25,18 +25,26 @@ void require_supported(const Config& cfg) {
 
 }  // namespace
 
-Trainer::Trainer(const Config& cfg, Kernels& kernels) : cfg_(cfg), k_(kernels) {
-  require_supported(cfg_);
-  shapes_ = GptShapes::from(cfg_.model);
-  model_ = std::make_unique<GptModel>(shapes_, k_, cfg_.train.recompute, cfg_.train.micro_batch);
+Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh) : cfg_(cfg), k_(kernels), mesh_(mesh) {
+  require_supported(cfg_, mesh_);
+  TensorParallel tp;
+  if (mesh_ && cfg_.mesh.tp > 1) tp = TensorParallel{&mesh_->tp(), cfg_.mesh.sequence_parallel};
+  shapes_ = GptShapes::from(cfg_.model, cfg_.mesh.tp);
+  model_ = std::make_unique<GptModel>(shapes_, k_, cfg_.train.recompute, cfg_.train.micro_batch, tp);
   optimizer_ = std::make_unique<AdamW>(model_->layout(), k_, cfg_.train);
 
-  std::vector<float> host(model_->layout().total());
+  // The whole model is built on every rank, then each keeps its shard: the same global weights
+  // whatever the layout. (Generating only the local slice is possible, since the initialisation is
+  // counter-based, when models outgrow host memory.)
+  const ParameterLayout& global = model_->global_layout();
+  std::vector<float> whole(global.total());
   if (cfg_.model.init_from.empty()) {
-    init_parameters(model_->layout(), cfg_.model.init_std, cfg_.model.seed, host.data());
+    init_parameters(global, cfg_.model.init_std, cfg_.model.seed, whole.data());
   } else {
-    load_hf_safetensors(model_->layout(), cfg_.model.init_from, host.data());
+    load_hf_safetensors(global, cfg_.model.init_from, whole.data());
   }
+  std::vector<float> host(model_->layout().total());
+  shard_parameters(global, whole.data(), model_->layout(), host.data());
   k_.copy_to_device(model_->params(), host.data(), int64_t(host.size()));
 
   const auto& d = cfg_.data;
@@ -77,7 +85,8 @@ StepMetrics Trainer::train_step(int64_t step) {
   m.step = step;
   m.loss = loss_sum / positions;
   m.lr = learning_rate(t, step);
-  m.grad_norm = std::sqrt(k_.sum_squares(model_->grads(), n));
+  model_->finish_gradients();
+  m.grad_norm = model_->gradient_norm();
   clip_gradients(k_, model_->grads(), n, m.grad_norm, t.grad_clip);
   optimizer_->update(model_->params(), model_->grads(), m.lr, step);
   k_.fence();

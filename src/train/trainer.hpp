@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "comm/mesh.hpp"
 #include "data/dataset.hpp"
 #include "deck/config.hpp"
 #include "kernels.hpp"
@@ -16,9 +17,10 @@ namespace trident {
 
 class Trainer {
  public:
-  // Builds the model (init_from or seeded init), optimizer and data streams. Throws trident::Error
-  // for what the deck asks and this build cannot do.
-  Trainer(const Config& cfg, Kernels& kernels);
+  // Builds the model (init_from or seeded init; this rank's shard of it), optimizer and data
+  // streams. `mesh` may be null for a serial run. Throws trident::Error for what the deck asks and
+  // this build cannot do.
+  Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh = nullptr);
 
   // Runs steps 1..train.steps, logging and writing metrics; returns every step's figures.
   std::vector<StepMetrics> run();
@@ -36,6 +38,7 @@ class Trainer {
 
   Config cfg_;
   Kernels& k_;
+  ParallelMesh* mesh_;
   GptShapes shapes_;
   std::unique_ptr<GptModel> model_;
   std::unique_ptr<AdamW> optimizer_;

@@ -1,0 +1,937 @@
+// The input deck: defaults and ranges of every key, the exact error text (with file:line:column) of bad
+// decks, cross-key rules, --set overrides, relative paths, the resolved-TOML round trip, the example
+// decks in input/, input/README.md against `trident deck-reference`, and the command line.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/test_support.hpp"
+#include "core/error.hpp"
+#include "deck/config.hpp"
+#include "deck/deck.hpp"
+#include "deck/schema.hpp"
+
+namespace trident {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+const std::string kSourceDir = TRIDENT_SOURCE_DIR;
+
+// The error message of parsing `text` as "deck.toml", or "<no error>".
+std::string deck_error(const std::string& text, const std::vector<std::string>& overrides = {}, int world = 0) {
+  try {
+    parse_deck(text, "deck.toml", overrides, DeckOptions{world});
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+Config parse(const std::string& text, const std::vector<std::string>& overrides = {}, int world = 0) {
+  return parse_deck(text, "deck.toml", overrides, DeckOptions{world});
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream os;
+  os << f.rdbuf();
+  return os.str();
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Bad decks: each with its exact message.
+
+struct BadDeck {
+  std::string name;
+  std::string text;
+  std::vector<std::string> overrides;
+  int world;
+  std::string error;
+};
+
+const std::string kModelKeys =
+    "vocab_size, seq_len, layers, hidden, heads, ffn_hidden, tie_embeddings, init_std, seed, init_from, vocab_pad_to";
+const std::string kMeshKeys =
+    "tp, pp, dp, order, schedule, virtual_stages, sequence_parallel, zero, strict_placement, layers_per_stage, "
+    "bucket_mb";
+const std::string kTrainKeys =
+    "steps, micro_batch, global_batch, lr, min_lr, warmup_steps, lr_schedule, weight_decay, beta1, beta2, eps, "
+    "grad_clip, recompute, precision";
+const std::string kSections = "model, mesh, train, data, checkpoint, runtime";
+const std::string kLpsAllowed = "an array of pp*virtual_stages integers >= 1 that sum to model.layers";
+const std::string kScheduleAllowed = "one of \"gpipe\", \"1f1b\", \"interleaved\"";
+
+std::vector<BadDeck> bad_decks() {
+  return {
+      // --- TOML syntax ---
+      {"SyntaxMissingValue", "[mesh]\ntp =\n", {}, 0,
+       "deck.toml:2:5: TOML syntax error: Error while parsing key-value pair: expected value, saw '\\n'"},
+      {"SyntaxUnterminatedString", "[data]\npath = \"abc\n", {}, 0,
+       "deck.toml:2:12: TOML syntax error: Error while parsing string: unescaped control characters other than TAB "
+       "(U+0009) are explicitly prohibited"},
+      {"SyntaxUnclosedHeader", "[mesh\ntp = 2\n", {}, 0,
+       "deck.toml:1:6: TOML syntax error: Error while parsing table header: expected ']', saw '\\n'"},
+      {"SyntaxDuplicateKey", "[mesh]\ntp = 2\ntp = 4\n", {}, 0,
+       "deck.toml:3:6: TOML syntax error: Error while parsing key-value pair: cannot redefine existing integer 'tp'"},
+      {"SyntaxDuplicateSection", "[mesh]\ntp = 2\n[mesh]\npp = 2\n", {}, 0,
+       "deck.toml:3:1: TOML syntax error: Error while parsing table header: cannot redefine existing table 'mesh'"},
+      {"SyntaxBareWordInFile", "[train]\nprecision = bf16\n", {}, 0,
+       "deck.toml:2:13: TOML syntax error: Error while parsing value: could not determine value type"},
+      // --- wrong types, one per kind ---
+      {"IntegerGivenString", "[mesh]\ntp = \"2\"\n", {}, 0,
+       "deck.toml:2:6: [mesh] tp = '2': wrong type (string); allowed: an integer in [1, 65536]"},
+      {"IntegerGivenFloat", "[model]\nlayers = 12.0\n", {}, 0,
+       "deck.toml:2:10: [model] layers = 12.0: wrong type (float); allowed: an integer in [1, 2147483647]"},
+      {"IntegerGivenArray", "[mesh]\ndp = [2]\n", {}, 0,
+       "deck.toml:2:6: [mesh] dp = [ 2 ]: wrong type (array); allowed: an integer in [1, 1048576]"},
+      {"IntegerGivenTable", "[mesh]\ntp = { x = 1 }\n", {}, 0,
+       "deck.toml:2:6: [mesh] tp = { x = 1 }: wrong type (table); allowed: an integer in [1, 65536]"},
+      {"IntegerGivenDate", "[train]\nsteps = 2024-01-01\n", {}, 0,
+       "deck.toml:2:9: [train] steps = 2024-01-01: wrong type (date/time); allowed: an integer in [0, 1099511627776]"},
+      {"FloatGivenString", "[train]\nlr = \"3e-4\"\n", {}, 0,
+       "deck.toml:2:6: [train] lr = '3e-4': wrong type (string); allowed: a number >= 0"},
+      {"FloatGivenBoolean", "[train]\ngrad_clip = true\n", {}, 0,
+       "deck.toml:2:13: [train] grad_clip = true: wrong type (boolean); allowed: a number >= 0"},
+      {"BooleanGivenInteger", "[model]\ntie_embeddings = 1\n", {}, 0,
+       "deck.toml:2:18: [model] tie_embeddings = 1: wrong type (integer); allowed: true or false"},
+      {"BooleanGivenString", "[mesh]\nsequence_parallel = \"true\"\n", {}, 0,
+       "deck.toml:2:21: [mesh] sequence_parallel = 'true': wrong type (string); allowed: true or false"},
+      {"StringGivenInteger", "[data]\npath = 42\n", {}, 0,
+       "deck.toml:2:8: [data] path = 42: wrong type (integer); allowed: a file path (or glob for llmc)"},
+      {"EnumGivenInteger", "[mesh]\nschedule = 1\n", {}, 0,
+       "deck.toml:2:12: [mesh] schedule = 1: wrong type (integer); allowed: " + kScheduleAllowed},
+      {"EnumNotAllowed", "[mesh]\nschedule = \"1F1B\"\n", {}, 0,
+       "deck.toml:2:12: [mesh] schedule = '1F1B': not an allowed value; allowed: " + kScheduleAllowed},
+      {"EnumPrecisionFp16", "[train]\nprecision = \"fp16\"\n", {}, 0,
+       "deck.toml:2:13: [train] precision = 'fp16': not an allowed value; allowed: one of \"fp32\", \"bf16\""},
+      {"ArrayGivenInteger", "[mesh]\nlayers_per_stage = 6\n", {}, 0,
+       "deck.toml:2:20: [mesh] layers_per_stage = 6: wrong type (integer); allowed: " + kLpsAllowed},
+      {"ArrayElementFloat", "[mesh]\npp = 2\nlayers_per_stage = [6, 6.0]\n", {}, 0,
+       "deck.toml:3:20: [mesh] layers_per_stage = [ 6, 6.0 ]: every element must be an integer; allowed: " +
+           kLpsAllowed},
+      {"ArrayZeroEntry", "[mesh]\npp = 2\nlayers_per_stage = [12, 0]\n", {}, 0,
+       "deck.toml:3:20: [mesh] layers_per_stage = [ 12, 0 ]: a stage with no layers; allowed: " + kLpsAllowed},
+      {"OrderNotPermutation", "[mesh]\norder = \"tp-tp-pp\"\n", {}, 0,
+       "deck.toml:2:9: [mesh] order = 'tp-tp-pp': not a permutation of tp, dp, pp; allowed: a permutation of tp, "
+       "dp, pp joined by '-', fastest-varying first"},
+      // --- out of range ---
+      {"TpZero", "[mesh]\ntp = 0\n", {}, 0,
+       "deck.toml:2:6: [mesh] tp = 0: out of range; allowed: an integer in [1, 65536]"},
+      {"ZeroStage3", "[mesh]\nzero = 3\n", {}, 0,
+       "deck.toml:2:8: [mesh] zero = 3: out of range; allowed: an integer in [0, 2]"},
+      {"NegativeLr", "[train]\nlr = -0.001\n", {}, 0,
+       "deck.toml:2:6: [train] lr = -0.001: out of range; allowed: a number >= 0"},
+      {"NanLr", "[train]\nlr = nan\n", {}, 0, "deck.toml:2:6: [train] lr = nan: out of range; allowed: a number >= 0"},
+      {"Beta2One", "[train]\nbeta2 = 1.0\n", {}, 0,
+       "deck.toml:2:9: [train] beta2 = 1.0: out of range; allowed: a number >= 0 and < 1"},
+      {"InitStdZero", "[model]\ninit_std = 0.0\n", {}, 0,
+       "deck.toml:2:12: [model] init_std = 0.0: out of range; allowed: a number > 0"},
+      {"NegativeSteps", "[train]\nsteps = -1\n", {}, 0,
+       "deck.toml:2:9: [train] steps = -1: out of range; allowed: an integer in [0, 1099511627776]"},
+      // Above the 2^31-1 cap, which the allowed range states.
+      {"VocabAboveInt32", "[model]\nvocab_size = 3000000000\n", {}, 0,
+       "deck.toml:2:14: [model] vocab_size = 3000000000: out of range; allowed: an integer in [2, 2147483647]"},
+      // --- unknown sections and keys ---
+      {"UnknownKeyDidYouMean", "[model]\nlayres = 4\n", {}, 0,
+       "deck.toml:2:1: unknown key 'layres' in [model]; did you mean 'layers'? (keys of [model]: " + kModelKeys +
+           ")"},
+      {"UnknownKeyCase", "[mesh]\nTP = 2\n", {}, 0,
+       "deck.toml:2:1: unknown key 'TP' in [mesh]; did you mean 'tp'? (keys of [mesh]: " + kMeshKeys + ")"},
+      {"UnknownKeyNoSuggestion", "[train]\nbatch_size_tokens = 4\n", {}, 0,
+       "deck.toml:2:1: unknown key 'batch_size_tokens' in [train] (keys of [train]: " + kTrainKeys + ")"},
+      {"UnknownSectionDidYouMean", "[modle]\nlayers = 4\n", {}, 0,
+       "deck.toml:1:1: unknown section [modle]; did you mean [model]? (sections: " + kSections + ")"},
+      {"UnknownSectionNoSuggestion", "[optimizer]\nlr = 1.0\n", {}, 0,
+       "deck.toml:1:1: unknown section [optimizer] (sections: " + kSections + ")"},
+      {"KeyOutsideSections", "steps = 10\n", {}, 0,
+       "deck.toml:1:1: 'steps' must be inside a section; did you mean [train] steps? (sections: " + kSections + ")"},
+      {"SectionGivenAsValue", "model = 3\n", {}, 0, "deck.toml:1:1: 'model' must be inside a section (sections: " + kSections + ")"},
+      // --- cross-key rules ---
+      {"HiddenNotDivisibleByHeads", "[model]\nhidden = 100\nheads = 12\n", {}, 0,
+       "deck.toml:3:9: [model] hidden = 100 is not divisible by heads = 12"},
+      {"HeadsNotDivisibleByTp", "[mesh]\ntp = 5\n", {}, 0,
+       "deck.toml:2:6: [model] heads = 12 is not divisible by [mesh] tp = 5"},
+      {"FfnNotDivisibleByTp", "[model]\nffn_hidden = 3071\n[mesh]\ntp = 2\n", {}, 0,
+       "deck.toml:4:6: [model] ffn_hidden = 3071 is not divisible by [mesh] tp = 2"},
+      {"WorldSizeMismatch", "[mesh]\ntp = 2\npp = 2\n", {}, 8,
+       "deck.toml:2:6: [mesh] tp*pp*dp = 2*2*1 = 4 but the job has 8 ranks"},
+      {"WorldSizeMismatchNoMesh", "[model]\nlayers = 4\n", {}, 2,
+       "deck.toml: [mesh] tp*pp*dp = 1*1*1 = 1 but the job has 2 ranks"},
+      {"GlobalBatchNotDivisible", "[train]\nmicro_batch = 4\nglobal_batch = 10\n", {}, 0,
+       "deck.toml:3:16: [train] global_batch = 10 is not divisible by micro_batch*dp = 4*1 = 4"},
+      {"GlobalBatchNotDivisibleByDp", "[mesh]\ndp = 3\n", {}, 0,
+       "deck.toml: [train] global_batch = 8 is not divisible by micro_batch*dp = 1*3 = 3"},
+      {"MinLrAboveLr", "[train]\nlr = 0.001\nmin_lr = 0.01\n", {}, 0,
+       "deck.toml:3:10: [train] min_lr = 0.01 is larger than lr = 0.001"},
+      {"VirtualStagesWithoutInterleaved", "[mesh]\npp = 2\nvirtual_stages = 2\n", {}, 0,
+       "deck.toml:3:18: [mesh] virtual_stages = 2 needs schedule = \"interleaved\""},
+      {"InterleavedOneVirtualStage", "[mesh]\npp = 2\nschedule = \"interleaved\"\n", {}, 0,
+       "deck.toml:3:12: [mesh] schedule = \"interleaved\" needs virtual_stages >= 2"},
+      {"InterleavedMicroBatchesNotMultipleOfPp",
+       "[mesh]\npp = 2\nschedule = \"interleaved\"\nvirtual_stages = 2\n[train]\nglobal_batch = 6\nmicro_batch = 2\n",
+       {}, 0,
+       "deck.toml:3:12: [mesh] schedule = \"interleaved\" needs micro-batches per step (3 = global_batch / "
+       "(micro_batch*dp)) to be a multiple of pp = 2"},
+      {"LayersFewerThanStages", "[model]\nlayers = 4\n[mesh]\npp = 8\n", {}, 0,
+       "deck.toml:4:6: [model] layers = 4 cannot fill pp*virtual_stages = 8 pipeline chunks (a stage with no layers)"},
+      {"LayersFewerThanChunks", "[model]\nlayers = 6\n[mesh]\npp = 2\nschedule = \"interleaved\"\nvirtual_stages = 4\n",
+       {}, 0,
+       "deck.toml:4:6: [model] layers = 6 cannot fill pp*virtual_stages = 8 pipeline chunks (a stage with no layers)"},
+      {"LayersPerStageWrongLength", "[mesh]\npp = 2\nlayers_per_stage = [4, 4, 4]\n", {}, 0,
+       "deck.toml:3:20: [mesh] layers_per_stage has 3 entries summing to 12; needs pp*virtual_stages = 2 entries "
+       "summing to [model] layers = 12"},
+      {"LayersPerStageWrongSum", "[mesh]\npp = 2\nlayers_per_stage = [6, 5]\n", {}, 0,
+       "deck.toml:3:20: [mesh] layers_per_stage has 2 entries summing to 11; needs pp*virtual_stages = 2 entries "
+       "summing to [model] layers = 12"},
+      {"SequenceParallelSeqLen", "[model]\nseq_len = 1023\n[mesh]\ntp = 2\nsequence_parallel = true\n", {}, 0,
+       "deck.toml:5:21: [mesh] sequence_parallel needs [model] seq_len = 1023 divisible by tp = 2"},
+      {"Bf16OnCpu", "[train]\nprecision = \"bf16\"\n", {}, 0,
+       "deck.toml:2:13: [train] precision = \"bf16\" needs [runtime] backend = \"cuda\"; the cpu backend computes in "
+       "fp32"},
+      {"TextVocabTooSmall", "[model]\nvocab_size = 100\n", {}, 0,
+       "deck.toml:2:14: [data] format = \"text\" uses byte tokens, so [model] vocab_size = 100 must be >= 256"},
+      {"CheckpointEveryStepsWithoutDir", "[checkpoint]\nevery_steps = 100\n", {}, 0,
+       "deck.toml:2:15: [checkpoint] every_steps/every_minutes need [checkpoint] dir"},
+      {"CheckpointEveryMinutesWithoutDir", "[checkpoint]\nevery_minutes = 30.0\n", {}, 0,
+       "deck.toml:1:1: [checkpoint] every_steps/every_minutes need [checkpoint] dir"},
+      // --- --set overrides ---
+      {"SetWithoutValue", "", {"mesh.tp"}, 0, "--set mesh.tp: expected section.key=value (for example --set mesh.tp=2)"},
+      {"SetWithoutSection", "", {"tp=2"}, 0, "--set tp=2: expected section.key=value (for example --set mesh.tp=2)"},
+      {"SetUnknownKey", "[mesh]\ntp = 2\n", {"mesh.tpp=2"}, 0,
+       "--set mesh.tpp=2: unknown key 'tpp' in [mesh]; did you mean 'tp'? (keys of [mesh]: " + kMeshKeys + ")"},
+      {"SetOutOfRange", "[mesh]\ntp = 2\n", {"mesh.tp=0"}, 0,
+       "--set mesh.tp=0: [mesh] tp = 0: out of range; allowed: an integer in [1, 65536]"},
+      {"SetBareWordNotAllowed", "", {"mesh.schedule=2f2b"}, 0,
+       "--set mesh.schedule=2f2b: [mesh] schedule = '2f2b': not an allowed value; allowed: " + kScheduleAllowed},
+      {"SetBareWordForInteger", "", {"train.steps=ten"}, 0,
+       "--set train.steps=ten: [train] steps = 'ten': wrong type (string); allowed: an integer in [0, 1099511627776]"},
+      {"SetBreaksCrossKeyRule", "", {"mesh.tp=5"}, 0,
+       "--set mesh.tp=5: [model] heads = 12 is not divisible by [mesh] tp = 5"},
+      {"SetIntoValueNotSection", "mesh = 1\n", {"mesh.tp=2"}, 0, "--set mesh.tp=2: 'mesh' is not a section in deck.toml"},
+  };
+}
+
+void PrintTo(const BadDeck& c, std::ostream* os) { *os << c.name; }
+
+class BadDeckTest : public ::testing::TestWithParam<BadDeck> {};
+
+TEST_P(BadDeckTest, ExactMessage) {
+  const BadDeck& c = GetParam();
+  EXPECT_EQ(deck_error(c.text, c.overrides, c.world), c.error) << "deck:\n" << c.text;
+}
+
+INSTANTIATE_TEST_SUITE_P(Deck, BadDeckTest, ::testing::ValuesIn(bad_decks()),
+                         [](const ::testing::TestParamInfo<BadDeck>& i) { return i.param.name; });
+
+TEST(Deck, EnoughBadDecks) { EXPECT_GE(bad_decks().size(), 30u); }
+
+// An unknown section that only a --set argument names must be blamed on that argument.
+TEST(Deck, UnknownSectionViaSetNamesTheArgument) {
+  EXPECT_EQ(deck_error("", {"modle.layers=2"}),
+            "--set modle.layers=2: unknown section [modle]; did you mean [model]? (sections: " + kSections + ")");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Defaults and ranges of every key.
+
+struct KeyRow {
+  std::string section, key;
+  std::string type;          // as documented
+  std::string default_doc;   // the documented default
+  std::string default_toml;  // the default as a TOML value (what the resolved deck holds)
+  std::string allowed;
+  // Boundaries as TOML values: the extreme accepted value and the first rejected one beyond it
+  // ("" where a bound does not exist or is not a number).
+  std::string low_ok, low_bad, high_ok, high_bad;
+  // --set overrides that keep the other rules satisfied at the tested values; an entry starting with '+'
+  // applies to the high bound only.
+  std::vector<std::string> context;
+};
+
+std::vector<std::string> context_for(const KeyRow& r, bool high) {
+  std::vector<std::string> v;
+  for (const auto& c : r.context) {
+    if (c[0] != '+') v.push_back(c);
+    else if (high) v.push_back(c.substr(1));
+  }
+  return v;
+}
+
+const std::string kBig = "2147483647", kBigBad = "2147483648";
+const std::string k2p40 = "1099511627776", k2p40Bad = "1099511627777";
+
+std::vector<KeyRow> key_rows() {
+  return {
+      {"model", "vocab_size", "integer", "50257", "50257", "an integer in [2, 2147483647]", "2", "1", kBig, kBigBad,
+       {"data.format=llmc"}},
+      {"model", "seq_len", "integer", "1024", "1024", "an integer in [1, 2147483647]", "1", "0", kBig, kBigBad, {}},
+      {"model", "layers", "integer", "12", "12", "an integer in [1, 2147483647]", "1", "0", kBig, kBigBad, {}},
+      {"model", "hidden", "integer", "768", "768", "an integer in [1, 2147483647]", "1", "0", kBig, kBigBad, {"model.heads=1"}},
+      {"model", "heads", "integer", "12", "12", "an integer in [1, 2147483647]", "1", "0", kBig, kBigBad,
+       {"model.hidden=" + kBig}},
+      {"model", "ffn_hidden", "integer", "4*hidden", "3072", "an integer in [1, 2147483647]", "1", "0", kBig, kBigBad, {}},
+      {"model", "tie_embeddings", "boolean", "true", "true", "true or false", "", "", "", "", {}},
+      {"model", "init_std", "float", "0.02", "0.02", "a number > 0", "1e-300", "0.0", "1e300", "inf", {}},
+      {"model", "seed", "integer", "1234", "1234", "an integer in [0, 2147483647]", "0", "-1", kBig, kBigBad, {}},
+      {"model", "init_from", "string", "\"\"", "\"\"", "empty, or the path of a safetensors file", "", "", "", "", {}},
+      {"model", "vocab_pad_to", "integer", "1", "1", "an integer in [1, 1048576]", "1", "0", "1048576", "1048577", {}},
+      {"mesh", "tp", "integer", "1", "1", "an integer in [1, 65536]", "1", "0", "65536", "65537",
+       {"model.heads=65536", "model.hidden=65536"}},
+      {"mesh", "pp", "integer", "1", "1", "an integer in [1, 65536]", "1", "0", "65536", "65537",
+       {"model.layers=65536"}},
+      {"mesh", "dp", "integer", "1", "1", "an integer in [1, 1048576]", "1", "0", "1048576", "1048577",
+       {"train.global_batch=1048576"}},
+      {"mesh", "order", "string", "\"tp-dp-pp\"", "\"tp-dp-pp\"",
+       "a permutation of tp, dp, pp joined by '-', fastest-varying first", "", "", "", "", {}},
+      {"mesh", "schedule", "string", "\"1f1b\"", "\"1f1b\"", kScheduleAllowed, "", "", "", "", {}},
+      {"mesh", "virtual_stages", "integer", "1", "1", "an integer in [1, 1024]", "1", "0", "1024", "1025",
+       {"+mesh.schedule=interleaved", "+model.layers=1024"}},
+      {"mesh", "sequence_parallel", "boolean", "false", "false", "true or false", "", "", "", "", {}},
+      {"mesh", "zero", "integer", "0", "0", "an integer in [0, 2]", "0", "-1", "2", "3", {}},
+      {"mesh", "strict_placement", "boolean", "false", "false", "true or false", "", "", "", "", {}},
+      {"mesh", "layers_per_stage", "integer array", "[] (balanced)", "[]", kLpsAllowed, "", "", "", "", {}},
+      {"mesh", "bucket_mb", "float", "25", "25.0", "a number > 0 and <= 65536", "1e-300", "0.0", "65536.0", "65536.5",
+       {}},
+      {"train", "steps", "integer", "10", "10", "an integer in [0, 1099511627776]", "0", "-1", k2p40, k2p40Bad, {}},
+      {"train", "micro_batch", "integer", "1", "1", "an integer in [1, 2147483647]", "1", "0", kBig, kBigBad,
+       {"train.global_batch=" + kBig}},
+      {"train", "global_batch", "integer", "8", "8", "an integer in [1, 2147483647]", "1", "0", kBig, kBigBad, {}},
+      {"train", "lr", "float", "0.0006", "0.0006", "a number >= 0", "0.0", "-0.5", "1e300", "inf", {}},
+      {"train", "min_lr", "float", "0", "0.0", "a number >= 0", "0.0", "-0.5", "1e300", "inf", {"train.lr=1e300"}},
+      {"train", "warmup_steps", "integer", "0", "0", "an integer in [0, 1099511627776]", "0", "-1", k2p40, k2p40Bad, {}},
+      {"train", "lr_schedule", "string", "\"cosine\"", "\"cosine\"", "one of \"constant\", \"cosine\", \"linear\"", "",
+       "", "", "", {}},
+      {"train", "weight_decay", "float", "0.1", "0.1", "a number >= 0", "0.0", "-0.5", "1e300", "inf", {}},
+      {"train", "beta1", "float", "0.9", "0.9", "a number >= 0 and < 1", "0.0", "-0.5", "0.999999",
+       "1.0", {}},
+      {"train", "beta2", "float", "0.95", "0.95", "a number >= 0 and < 1", "0.0", "-0.5", "0.999999",
+       "1.0", {}},
+      {"train", "eps", "float", "1e-08", "1e-08", "a number > 0 and <= 1", "1e-300", "0.0", "1.0", "1.5", {}},
+      {"train", "grad_clip", "float", "1", "1.0", "a number >= 0", "0.0", "-0.5", "1e300", "inf", {}},
+      {"train", "recompute", "string", "\"none\"", "\"none\"", "one of \"none\", \"full\", \"selective\"", "", "", "",
+       "", {}},
+      {"train", "precision", "string", "\"fp32\"", "\"fp32\"", "one of \"fp32\", \"bf16\"", "", "", "", "", {}},
+      {"data", "format", "string", "\"text\"", "\"text\"", "one of \"text\", \"llmc\", \"megatron\"", "", "", "", "",
+       {}},
+      {"data", "path", "string", "\"\"", "\"\"", "a file path (or glob for llmc)", "", "", "", "", {}},
+      {"data", "val_path", "string", "\"\"", "\"\"", "empty, or a file path", "", "", "", "", {}},
+      {"data", "order", "string", "\"sequential\"", "\"sequential\"", "one of \"sequential\", \"shuffle\"", "", "", "",
+       "", {}},
+      {"data", "seed", "integer", "1234", "1234", "an integer in [0, 2147483647]", "0", "-1", kBig, kBigBad, {}},
+      {"data", "val_every", "integer", "0", "0", "an integer in [0, 1099511627776]", "0", "-1", k2p40, k2p40Bad, {}},
+      {"data", "val_steps", "integer", "1", "1", "an integer in [1, 2147483647]", "1", "0", kBig, kBigBad, {}},
+      {"checkpoint", "dir", "string", "\"\"", "\"\"", "empty, or a directory path", "", "", "", "", {}},
+      {"checkpoint", "every_steps", "integer", "0", "0", "an integer in [0, 1099511627776]", "0", "-1", k2p40, k2p40Bad,
+       {"checkpoint.dir=ckpt"}},
+      {"checkpoint", "every_minutes", "float", "0", "0.0", "a number >= 0", "0.0", "-0.5", "1e300", "inf",
+       {"checkpoint.dir=ckpt"}},
+      {"checkpoint", "keep", "integer", "2", "2", "an integer in [0, 2147483647]", "0", "-1", kBig, kBigBad, {}},
+      {"checkpoint", "resume", "string", "\"auto\"", "\"auto\"", "\"auto\", \"never\" or the path of a checkpoint", "",
+       "", "", "", {}},
+      {"runtime", "backend", "string", "\"cpu\"", "\"cpu\"", "one of \"cpu\", \"cuda\"", "", "", "", "", {}},
+      {"runtime", "metrics", "string", "\"\"", "\"\"", "empty, or a file path", "", "", "", "", {}},
+      {"runtime", "log_every", "integer", "1", "1", "an integer in [1, 2147483647]", "1", "0", kBig, kBigBad, {}},
+      {"runtime", "mpi_wait", "string", "\"block\"", "\"block\"", "one of \"block\", \"poll\"", "", "", "", "", {}},
+      {"runtime", "peak_tflops", "float", "0", "0.0", "a number >= 0", "0.0", "-0.5", "1e300", "inf", {}},
+      {"runtime", "trace", "string", "\"\"", "\"\"", "empty, or a file path", "", "", "", "", {}},
+  };
+}
+
+std::string node_text(const toml::node& n) {
+  std::ostringstream os;
+  n.visit([&](const auto& v) { os << v; });
+  return os.str();
+}
+
+TEST(DeckDefaults, TableCoversEverySchemaKeyInOrder) {
+  const auto rows = key_rows();
+  const auto& schema = deck::schema();
+  ASSERT_EQ(rows.size(), schema.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(schema[i].section + "." + schema[i].key, rows[i].section + "." + rows[i].key) << "row " << i;
+  }
+  EXPECT_EQ(deck::sections(), (std::vector<std::string>{"model", "mesh", "train", "data", "checkpoint", "runtime"}));
+}
+
+TEST(DeckDefaults, DocumentedTypeDefaultAndRange) {
+  const auto rows = key_rows();
+  const auto& schema = deck::schema();
+  ASSERT_EQ(rows.size(), schema.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    SCOPED_TRACE(rows[i].section + "." + rows[i].key);
+    EXPECT_EQ(schema[i].type, rows[i].type);
+    EXPECT_EQ(schema[i].default_text, rows[i].default_doc);
+    EXPECT_EQ(schema[i].allowed, rows[i].allowed);
+    EXPECT_FALSE(schema[i].doc.empty());
+  }
+}
+
+// The empty deck resolves every key to its documented default.
+TEST(DeckDefaults, EmptyDeckResolvesToDocumentedDefaults) {
+  const Config cfg = parse("");
+  EXPECT_TRUE(cfg.warnings.empty());
+  const toml::table resolved = toml::parse(cfg.resolved_toml);
+  for (const auto& r : key_rows()) {
+    SCOPED_TRACE(r.section + "." + r.key);
+    const toml::node* got = resolved[r.section][r.key].node();
+    ASSERT_NE(got, nullptr);
+    const toml::table want = toml::parse("v = " + r.default_toml);
+    EXPECT_EQ(node_text(*got), node_text(*want.get("v")));
+    EXPECT_EQ(got->type(), want.get("v")->type());
+  }
+}
+
+// Writing the documented default explicitly changes nothing.
+TEST(DeckDefaults, ExplicitDefaultEqualsAbsentKey) {
+  const std::string base = parse("").resolved_toml;
+  for (const auto& r : key_rows()) {
+    if (r.key == "ffn_hidden" || r.key == "layers_per_stage") continue;  // derived / descriptive defaults
+    SCOPED_TRACE(r.section + "." + r.key);
+    EXPECT_EQ(parse(fmt::format("[{}]\n{} = {}\n", r.section, r.key, r.default_doc)).resolved_toml, base);
+  }
+}
+
+TEST(DeckDefaults, EmptyDeckIsConfigDefaultsWithDerivedFfn) {
+  const Config c = parse("");
+  const Config d;
+  // The documented defaults, written out.
+  EXPECT_EQ(c.model.vocab_size, 50257);
+  EXPECT_EQ(c.model.seq_len, 1024);
+  EXPECT_EQ(c.model.layers, 12);
+  EXPECT_EQ(c.model.hidden, 768);
+  EXPECT_EQ(c.model.heads, 12);
+  EXPECT_EQ(c.model.ffn_hidden, 4 * 768);
+  EXPECT_EQ(d.model.ffn_hidden, 0);
+  EXPECT_TRUE(c.model.tie_embeddings);
+  EXPECT_DOUBLE_EQ(c.model.init_std, 0.02);
+  EXPECT_EQ(c.model.seed, 1234u);
+  EXPECT_EQ(c.model.init_from, "");
+  EXPECT_EQ(c.model.vocab_pad_to, 1);
+  EXPECT_EQ(c.mesh.tp, 1);
+  EXPECT_EQ(c.mesh.pp, 1);
+  EXPECT_EQ(c.mesh.dp, 1);
+  EXPECT_EQ(c.mesh.order, "tp-dp-pp");
+  EXPECT_EQ(c.mesh.schedule, Schedule::OneFOneB);
+  EXPECT_EQ(c.mesh.virtual_stages, 1);
+  EXPECT_FALSE(c.mesh.sequence_parallel);
+  EXPECT_EQ(c.mesh.zero, 0);
+  EXPECT_FALSE(c.mesh.strict_placement);
+  EXPECT_TRUE(c.mesh.layers_per_stage.empty());
+  EXPECT_DOUBLE_EQ(c.mesh.bucket_mb, 25.0);
+  EXPECT_EQ(c.train.steps, 10);
+  EXPECT_EQ(c.train.micro_batch, 1);
+  EXPECT_EQ(c.train.global_batch, 8);
+  EXPECT_DOUBLE_EQ(c.train.lr, 6e-4);
+  EXPECT_DOUBLE_EQ(c.train.min_lr, 0.0);
+  EXPECT_EQ(c.train.warmup_steps, 0);
+  EXPECT_EQ(c.train.lr_schedule, LrSchedule::Cosine);
+  EXPECT_DOUBLE_EQ(c.train.weight_decay, 0.1);
+  EXPECT_DOUBLE_EQ(c.train.beta1, 0.9);
+  EXPECT_DOUBLE_EQ(c.train.beta2, 0.95);
+  EXPECT_DOUBLE_EQ(c.train.eps, 1e-8);
+  EXPECT_DOUBLE_EQ(c.train.grad_clip, 1.0);
+  EXPECT_EQ(c.train.recompute, Recompute::None);
+  EXPECT_EQ(c.train.precision, Precision::FP32);
+  EXPECT_EQ(c.data.format, DataFormat::Text);
+  EXPECT_EQ(c.data.path, "");
+  EXPECT_EQ(c.data.val_path, "");
+  EXPECT_EQ(c.data.order, DataOrder::Sequential);
+  EXPECT_EQ(c.data.seed, 1234u);
+  EXPECT_EQ(c.data.val_every, 0);
+  EXPECT_EQ(c.data.val_steps, 1);
+  EXPECT_EQ(c.checkpoint.dir, "");
+  EXPECT_EQ(c.checkpoint.every_steps, 0);
+  EXPECT_DOUBLE_EQ(c.checkpoint.every_minutes, 0.0);
+  EXPECT_EQ(c.checkpoint.keep, 2);
+  EXPECT_EQ(c.checkpoint.resume, "auto");
+  EXPECT_EQ(c.runtime.backend, Backend::Cpu);
+  EXPECT_EQ(c.runtime.metrics, "");
+  EXPECT_EQ(c.runtime.log_every, 1);
+  EXPECT_EQ(c.runtime.mpi_wait, MpiWait::Block);
+  EXPECT_DOUBLE_EQ(c.runtime.peak_tflops, 0.0);
+  EXPECT_EQ(c.runtime.trace, "");
+  EXPECT_EQ(c.source, "deck.toml");
+  // Derived figures of the defaults.
+  EXPECT_EQ(c.micro_batches_per_step(), 8);
+  EXPECT_EQ(c.tokens_per_step(), 8 * 1024);
+  EXPECT_EQ(parameter_count(c.model), 124439808);  // GPT-2 small
+}
+
+// Each bound: the extreme allowed value is accepted, the next one beyond it is rejected with the key's
+// range in the message. The value sits on line 2 of the deck, right after "key = ".
+TEST(DeckDefaults, EveryNumericBoundary) {
+  int checked = 0;
+  for (const auto& r : key_rows()) {
+    SCOPED_TRACE(r.section + "." + r.key);
+    const auto deck = [&](const std::string& v) { return fmt::format("[{}]\n{} = {}\n", r.section, r.key, v); };
+    const auto rejected = [&](const std::string& v) {
+      return fmt::format("deck.toml:2:{}: [{}] {} = {}: out of range; allowed: {}", r.key.size() + 4, r.section, r.key,
+                         v, r.allowed);
+    };
+    const struct {
+      const std::string& ok;
+      const std::string& bad;
+      bool high;
+    } bounds[] = {{r.low_ok, r.low_bad, false}, {r.high_ok, r.high_bad, true}};
+    for (const auto& b : bounds) {
+      if (b.ok.empty()) continue;
+      EXPECT_EQ(deck_error(deck(b.ok), context_for(r, b.high)), "<no error>") << r.key << " = " << b.ok;
+      EXPECT_EQ(deck_error(deck(b.bad), context_for(r, b.high)), rejected(b.bad));
+      checked += 2;
+    }
+  }
+  EXPECT_EQ(checked, 4 * 34);  // 23 integer + 11 float keys, two bounds each, both sides
+}
+
+TEST(DeckDefaults, AcceptedBoundaryValuesAreStored) {
+  EXPECT_EQ(parse("[mesh]\ntp = 65536\n", {"model.heads=65536", "model.hidden=65536"}).mesh.tp, 65536);
+  EXPECT_EQ(parse("[train]\nsteps = 1099511627776\n").train.steps, int64_t(1) << 40);
+  EXPECT_EQ(parse("[model]\nseed = 2147483647\n").model.seed, 2147483647u);
+  EXPECT_EQ(parse("[mesh]\nzero = 2\n").mesh.zero, 2);
+  EXPECT_DOUBLE_EQ(parse("[train]\neps = 1.0\n").train.eps, 1.0);
+  EXPECT_DOUBLE_EQ(parse("[train]\nlr = 1\n").train.lr, 1.0);  // an integer is a valid float value
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Warnings, overrides, paths, round trip.
+
+TEST(DeckWarnings, ZeroWithOneDpRank) {
+  const Config c = parse("[mesh]\nzero = 1\n");
+  EXPECT_EQ(c.warnings, std::vector<std::string>{"deck.toml:2:8: [mesh] zero = 1 has no effect with dp = 1"});
+  EXPECT_TRUE(parse("[mesh]\nzero = 1\ndp = 2\n").warnings.empty());
+}
+
+TEST(DeckWarnings, OneFOneBWithFewerMicroBatchesThanStages) {
+  EXPECT_EQ(parse("[mesh]\npp = 4\n[train]\nglobal_batch = 2\n").warnings,
+            std::vector<std::string>{"deck.toml:1:1: 1f1b with 2 micro-batch(es) per step and pp = 4: fewer "
+                                     "micro-batches than stages leaves most of the pipeline idle"});
+  EXPECT_EQ(parse("[mesh]\npp = 4\nschedule = \"1f1b\"\n[train]\nglobal_batch = 2\n").warnings,
+            std::vector<std::string>{"deck.toml:3:12: 1f1b with 2 micro-batch(es) per step and pp = 4: fewer "
+                                     "micro-batches than stages leaves most of the pipeline idle"});
+  EXPECT_TRUE(parse("[mesh]\npp = 4\n[train]\nglobal_batch = 4\n").warnings.empty());
+  EXPECT_TRUE(parse("[mesh]\npp = 4\nschedule = \"gpipe\"\n[train]\nglobal_batch = 2\n").warnings.empty());
+}
+
+TEST(DeckOverrides, ValuesAreTypedAsToml) {
+  const Config c = parse("[mesh]\nschedule = \"gpipe\"\n",
+                         {"mesh.schedule=1f1b", "runtime.metrics=/tmp/m.jsonl", "mesh.tp=2", "train.lr=3e-4",
+                          "mesh.sequence_parallel=true", "data.path=\"true\"", "mesh.order=dp-tp-pp",
+                          "model.init_std=1", "data.val_path=data.bin"});
+  EXPECT_EQ(c.mesh.schedule, Schedule::OneFOneB);
+  EXPECT_EQ(c.runtime.metrics, "/tmp/m.jsonl");
+  EXPECT_EQ(c.mesh.tp, 2);
+  EXPECT_DOUBLE_EQ(c.train.lr, 3e-4);
+  EXPECT_TRUE(c.mesh.sequence_parallel);
+  EXPECT_EQ(c.data.path, "true");
+  EXPECT_EQ(c.mesh.order, "dp-tp-pp");
+  EXPECT_DOUBLE_EQ(c.model.init_std, 1.0);
+  EXPECT_EQ(c.data.val_path, "data.bin");
+}
+
+TEST(DeckOverrides, TypedValuesAreCheckedLikeTheDeck) {
+  // `true` is a TOML boolean, so it is no string; quoted, it is.
+  EXPECT_EQ(deck_error("", {"data.path=true"}),
+            "--set data.path=true: [data] path = true: wrong type (boolean); allowed: a file path (or glob for llmc)");
+  // "2" quoted is a string, not an integer.
+  EXPECT_EQ(deck_error("", {"mesh.tp=\"2\""}),
+            "--set mesh.tp=\"2\": [mesh] tp = '2': wrong type (string); allowed: an integer in [1, 65536]");
+  EXPECT_EQ(deck_error("", {"train.lr=-1"}),
+            "--set train.lr=-1: [train] lr = -1: out of range; allowed: a number >= 0");
+}
+
+TEST(DeckOverrides, ArraysSectionsAndPrecedence) {
+  const Config c = parse("[mesh]\ntp = 4\n", {"mesh.tp=2", "mesh.pp=2", "mesh.layers_per_stage=[5, 7]", "mesh.tp=1"});
+  EXPECT_EQ(c.mesh.tp, 1);  // the last --set wins over the deck and the earlier --set
+  EXPECT_EQ(c.mesh.pp, 2);
+  EXPECT_EQ(c.mesh.layers_per_stage, (std::vector<int64_t>{5, 7}));
+  // A section the deck lacks is created by --set.
+  EXPECT_EQ(parse("", {"checkpoint.dir=ckpt", "checkpoint.every_steps=5"}).checkpoint.every_steps, 5);
+  // The resolved deck records overridden values.
+  EXPECT_THAT(parse("", {"mesh.schedule=gpipe"}).resolved_toml, HasSubstr("schedule = 'gpipe'"));
+}
+
+TEST(DeckPaths, RelativeInputPathsResolveAgainstTheDeckDirectory) {
+  const std::string dir = test::make_temp_dir("trident-deck");
+  const std::string deck = dir + "/decks/run.toml";
+  test::write_file(deck,
+                   "[model]\ninit_from = \"weights/gpt2.safetensors\"\n"
+                   "[data]\nformat = \"llmc\"\npath = \"../data/train_*.bin\"\nval_path = \"/abs/val.bin\"\n"
+                   "[checkpoint]\ndir = \"ckpt\"\n[runtime]\nmetrics = \"m.jsonl\"\n");
+  const Config c = load_deck(deck);
+  EXPECT_EQ(c.source, deck);
+  EXPECT_EQ(c.model.init_from, dir + "/decks/weights/gpt2.safetensors");
+  EXPECT_EQ(c.data.path, dir + "/data/train_*.bin");
+  EXPECT_EQ(c.data.val_path, "/abs/val.bin");  // absolute paths are kept
+  // Output paths stay relative to the working directory.
+  EXPECT_EQ(c.checkpoint.dir, "ckpt");
+  EXPECT_EQ(c.runtime.metrics, "m.jsonl");
+  // Paths given with --set are command-line paths: relative to the working directory.
+  EXPECT_EQ(load_deck(deck, {"data.path=train.bin"}).data.path, "train.bin");
+  // A deck name without a directory, and in-memory text, leave paths alone.
+  EXPECT_EQ(parse("[data]\npath = \"x.bin\"\n").data.path, "x.bin");
+  EXPECT_EQ(parse_deck("[data]\npath = \"x.bin\"\n", "<string>").data.path, "x.bin");
+  EXPECT_EQ(parse_deck("[data]\npath = \"x.bin\"\n", "sub/dir/deck.toml").data.path, "sub/dir/x.bin");
+  fs::remove_all(dir);
+}
+
+TEST(DeckPaths, LoadDeckErrors) {
+  const std::string dir = test::make_temp_dir("trident-deck");
+  try {
+    load_deck(dir);
+    ADD_FAILURE() << "a directory was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), dir + ": is a directory, not a deck file");
+  }
+  try {
+    load_deck(dir + "/missing.toml");
+    ADD_FAILURE() << "a missing file was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), dir + "/missing.toml: cannot open the deck file (No such file or directory)");
+  }
+  // Messages name the deck's path as given.
+  test::write_file(dir + "/bad.toml", "[mesh]\n\ntp = 0\n");
+  try {
+    load_deck(dir + "/bad.toml");
+    ADD_FAILURE() << "tp = 0 was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              dir + "/bad.toml:3:6: [mesh] tp = 0: out of range; allowed: an integer in [1, 65536]");
+  }
+  fs::remove_all(dir);
+}
+
+// Every field, for the round trip.
+void expect_same(const Config& a, const Config& b) {
+#define SAME(f) EXPECT_EQ(a.f, b.f) << #f
+  SAME(model.vocab_size); SAME(model.seq_len); SAME(model.layers); SAME(model.hidden); SAME(model.heads);
+  SAME(model.ffn_hidden); SAME(model.tie_embeddings); SAME(model.init_std); SAME(model.seed);
+  SAME(model.init_from); SAME(model.vocab_pad_to);
+  SAME(mesh.tp); SAME(mesh.pp); SAME(mesh.dp); SAME(mesh.order); SAME(mesh.schedule); SAME(mesh.virtual_stages);
+  SAME(mesh.sequence_parallel); SAME(mesh.zero); SAME(mesh.strict_placement); SAME(mesh.layers_per_stage);
+  SAME(mesh.bucket_mb);
+  SAME(train.steps); SAME(train.micro_batch); SAME(train.global_batch); SAME(train.lr); SAME(train.min_lr);
+  SAME(train.warmup_steps); SAME(train.lr_schedule); SAME(train.weight_decay); SAME(train.beta1);
+  SAME(train.beta2); SAME(train.eps); SAME(train.grad_clip); SAME(train.recompute); SAME(train.precision);
+  SAME(data.format); SAME(data.path); SAME(data.val_path); SAME(data.order); SAME(data.seed); SAME(data.val_every);
+  SAME(data.val_steps);
+  SAME(checkpoint.dir); SAME(checkpoint.every_steps); SAME(checkpoint.every_minutes); SAME(checkpoint.keep);
+  SAME(checkpoint.resume);
+  SAME(runtime.backend); SAME(runtime.metrics); SAME(runtime.log_every); SAME(runtime.mpi_wait);
+  SAME(runtime.peak_tflops); SAME(runtime.trace);
+  SAME(resolved_toml);
+#undef SAME
+}
+
+// Every key set away from its default.
+const char* kFullDeck = R"(# every key, none at its default
+[model]
+vocab_size = 50304
+seq_len = 256
+layers = 8
+hidden = 512
+heads = 8
+ffn_hidden = 1536
+tie_embeddings = false
+init_std = 0.01
+seed = 7
+init_from = "/abs/gpt2.safetensors"
+vocab_pad_to = 64
+
+[mesh]
+tp = 2
+pp = 2
+dp = 2
+order = "dp-tp-pp"
+schedule = "interleaved"
+virtual_stages = 2
+sequence_parallel = true
+zero = 2
+strict_placement = true
+layers_per_stage = [1, 3, 2, 2]
+bucket_mb = 12.5
+
+[train]
+steps = 100
+micro_batch = 2
+global_batch = 16
+lr = 3e-4
+min_lr = 3e-5
+warmup_steps = 10
+lr_schedule = "linear"
+weight_decay = 0.05
+beta1 = 0.8
+beta2 = 0.99
+eps = 1e-6
+grad_clip = 0.5
+recompute = "selective"
+precision = "bf16"
+
+[data]
+format = "megatron"
+path = "/abs/data_text_document"
+val_path = "/abs/val_text_document"
+order = "shuffle"
+seed = 99
+val_every = 50
+val_steps = 4
+
+[checkpoint]
+dir = "/abs/ckpt"
+every_steps = 25
+every_minutes = 30.5
+keep = 0
+resume = "never"
+
+[runtime]
+backend = "cuda"
+metrics = "/abs/m.jsonl"
+log_every = 5
+mpi_wait = "poll"
+peak_tflops = 312.0
+trace = "/abs/trace.json"
+)";
+
+TEST(DeckRoundTrip, EveryKeyIsReadAndResolvedTomlReparsesToTheSameConfig) {
+  const Config c = parse_deck(kFullDeck, "deck.toml", {}, DeckOptions{8});
+  EXPECT_TRUE(c.warnings.empty());
+  EXPECT_EQ(c.model.vocab_size, 50304);
+  EXPECT_EQ(c.model.ffn_hidden, 1536);
+  EXPECT_FALSE(c.model.tie_embeddings);
+  EXPECT_EQ(c.model.vocab_pad_to, 64);
+  EXPECT_EQ(c.mesh.order, "dp-tp-pp");
+  EXPECT_EQ(c.mesh.schedule, Schedule::Interleaved);
+  EXPECT_EQ(c.mesh.layers_per_stage, (std::vector<int64_t>{1, 3, 2, 2}));
+  EXPECT_DOUBLE_EQ(c.mesh.bucket_mb, 12.5);
+  EXPECT_DOUBLE_EQ(c.train.min_lr, 3e-5);
+  EXPECT_EQ(c.train.lr_schedule, LrSchedule::Linear);
+  EXPECT_DOUBLE_EQ(c.train.eps, 1e-6);
+  EXPECT_EQ(c.train.recompute, Recompute::Selective);
+  EXPECT_EQ(c.train.precision, Precision::BF16);
+  EXPECT_EQ(c.data.format, DataFormat::Megatron);
+  EXPECT_EQ(c.data.order, DataOrder::Shuffle);
+  EXPECT_EQ(c.data.seed, 99u);
+  EXPECT_DOUBLE_EQ(c.checkpoint.every_minutes, 30.5);
+  EXPECT_EQ(c.checkpoint.keep, 0);
+  EXPECT_EQ(c.checkpoint.resume, "never");
+  EXPECT_EQ(c.runtime.backend, Backend::Cuda);
+  EXPECT_EQ(c.runtime.mpi_wait, MpiWait::Poll);
+  EXPECT_DOUBLE_EQ(c.runtime.peak_tflops, 312.0);
+  EXPECT_EQ(c.runtime.trace, "/abs/trace.json");
+  EXPECT_EQ(c.micro_batches_per_step(), 4);
+
+  const Config again = parse_deck(c.resolved_toml, "<resolved>", {}, DeckOptions{8});
+  expect_same(again, c);
+}
+
+TEST(DeckRoundTrip, DefaultsAndExampleDecks) {
+  const Config d = parse("");
+  expect_same(parse_deck(d.resolved_toml, "<resolved>"), d);
+  for (const auto& e : fs::directory_iterator(kSourceDir + "/input")) {
+    if (e.path().extension() != ".toml") continue;
+    SCOPED_TRACE(e.path().string());
+    const Config c = load_deck(e.path().string());
+    expect_same(parse_deck(c.resolved_toml, "<resolved>"), c);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The example decks and the reference documentation.
+
+std::vector<std::string> example_decks() {
+  std::vector<std::string> v;
+  for (const auto& e : fs::directory_iterator(kSourceDir + "/input"))
+    if (e.path().extension() == ".toml") v.push_back(e.path().string());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+TEST(DeckExamples, EveryDeckInInputParses) {
+  const auto decks = example_decks();
+  for (const char* name : {"tiny.toml", "gpt2-124m.toml", "gpt3-175b.toml", "gpt-1t.toml"}) {
+    EXPECT_TRUE(std::find(decks.begin(), decks.end(), kSourceDir + "/input/" + name) != decks.end()) << name;
+  }
+  for (const auto& path : decks) {
+    SCOPED_TRACE(path);
+    try {
+      const Config c = load_deck(path);
+      EXPECT_TRUE(c.warnings.empty()) << ::testing::PrintToString(c.warnings);
+    } catch (const Error& e) {
+      ADD_FAILURE() << e.what();
+    }
+  }
+}
+
+TEST(DeckExamples, TinyDeck) {
+  const Config c = load_deck(kSourceDir + "/input/tiny.toml", {}, DeckOptions{1});
+  EXPECT_EQ(c.model.vocab_size, 256);
+  EXPECT_EQ(c.data.format, DataFormat::Text);
+  EXPECT_EQ(c.mesh.world_size(), 1);
+  EXPECT_TRUE(fs::path(c.data.path).is_absolute()) << c.data.path;
+}
+
+TEST(DeckExamples, Gpt2Small) {
+  const Config c = load_deck(kSourceDir + "/input/gpt2-124m.toml", {}, DeckOptions{1});
+  EXPECT_EQ(c.model.vocab_size, 50257);
+  EXPECT_EQ(c.model.seq_len, 1024);
+  EXPECT_EQ(c.model.layers, 12);
+  EXPECT_EQ(c.model.hidden, 768);
+  EXPECT_EQ(c.model.heads, 12);
+  EXPECT_EQ(c.data.format, DataFormat::LlmC);
+  EXPECT_EQ(parameter_count(c.model), 124439808);
+  EXPECT_EQ(c.data.path, kSourceDir + "/input/data/fineweb_train_*.bin");
+}
+
+TEST(DeckExamples, Gpt3175BOn1024Ranks) {
+  const Config c = load_deck(kSourceDir + "/input/gpt3-175b.toml", {}, DeckOptions{1024});
+  EXPECT_EQ(c.mesh.tp, 8);
+  EXPECT_EQ(c.mesh.pp, 16);
+  EXPECT_EQ(c.mesh.dp, 8);
+  EXPECT_EQ(c.model.layers, 96);
+  EXPECT_EQ(c.model.hidden, 12288);
+  EXPECT_EQ(c.model.heads, 96);
+  EXPECT_EQ(c.model.seq_len, 2048);
+  EXPECT_EQ(c.model.vocab_size, 51200);
+  EXPECT_EQ(c.runtime.backend, Backend::Cuda);
+  EXPECT_EQ(c.train.precision, Precision::BF16);
+  EXPECT_NEAR(parameter_count(c.model) / 1e9, 175.0, 1.5);
+  EXPECT_THAT(deck_error(read_text(kSourceDir + "/input/gpt3-175b.toml"), {}, 512),
+              HasSubstr("[mesh] tp*pp*dp = 8*16*8 = 1024 but the job has 512 ranks"));
+}
+
+TEST(DeckExamples, Gpt1TOn4096Ranks) {
+  const Config c = load_deck(kSourceDir + "/input/gpt-1t.toml", {}, DeckOptions{4096});
+  EXPECT_EQ(c.mesh.tp, 8);
+  EXPECT_EQ(c.mesh.pp, 64);
+  EXPECT_EQ(c.mesh.dp, 8);
+  EXPECT_EQ(c.model.layers, 128);
+  EXPECT_EQ(c.model.hidden, 25600);
+  EXPECT_EQ(c.model.heads, 160);
+  EXPECT_EQ(c.model.seq_len, 2048);
+  EXPECT_EQ(c.model.vocab_size, 51200);
+  EXPECT_EQ(c.runtime.backend, Backend::Cuda);
+  EXPECT_EQ(c.train.precision, Precision::BF16);
+  EXPECT_NEAR(parameter_count(c.model) / 1e12, 1.0, 0.03);
+}
+
+TEST(DeckReference, ReadmeIsTheGeneratedReference) {
+  const std::string readme = read_text(kSourceDir + "/input/README.md");
+  EXPECT_EQ(readme, deck_reference_markdown())
+      << "input/README.md is stale: regenerate it with `build/trident deck-reference > input/README.md`";
+}
+
+TEST(DeckReference, DocumentsEveryKeyWithDefaultAndRange) {
+  const std::string md = deck_reference_markdown();
+  for (const auto& k : deck::schema()) {
+    EXPECT_THAT(md, HasSubstr(fmt::format("| `{}` | {} | `{}` | {} |", k.key, k.type, k.default_text, k.allowed)));
+  }
+  for (const auto& s : deck::sections()) EXPECT_THAT(md, HasSubstr("## [" + s + "]"));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The command line.
+
+struct CliRun {
+  int rc;
+  std::string out, err;
+};
+
+// Runs the trident binary as a fresh singleton MPI process: the PMI variables of the test's own job
+// (the test runs under mpiexec) are removed, or MPI_Init in the child would join the parent's job.
+CliRun run_trident(const std::string& args, const std::string& dir) {
+  const std::string out = dir + "/stdout.txt", err = dir + "/stderr.txt";
+  std::string ignored;
+  CliRun r;
+  r.rc = test::run_command(
+      fmt::format("( env -u PMI_FD -u PMI_RANK -u PMI_SIZE -u PMI_PORT -u PMI_ID -u MPI_LOCALNRANKS "
+                  "-u MPI_LOCALRANKID {} {} >{} 2>{} )",
+                  test::trident_binary(), args, out, err),
+      &ignored);
+  r.out = read_text(out);
+  r.err = read_text(err);
+  return r;
+}
+
+TEST(DeckCli, BadDeckExitsWithTwoAndNamesTheLine) {
+  const std::string dir = test::make_temp_dir("trident-deck-cli");
+  test::write_file(dir + "/bad.toml", "[model]\nlayers = 4\n\n[mesh]\ntp = 0\n");
+  const CliRun r = run_trident("check " + dir + "/bad.toml", dir);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.out + r.err,
+              HasSubstr(dir + "/bad.toml:5:6: [mesh] tp = 0: out of range; allowed: an integer in [1, 65536]"));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("deck OK")));
+
+  test::write_file(dir + "/typo.toml", "[train]\nstep = 5\n");
+  const CliRun t = run_trident("check " + dir + "/typo.toml", dir);
+  EXPECT_EQ(t.rc, 2);
+  EXPECT_THAT(t.out + t.err, HasSubstr(dir + "/typo.toml:2:1: unknown key 'step' in [train]; did you mean 'steps'?"));
+  fs::remove_all(dir);
+}
+
+// An error is a diagnostic: it belongs on stderr, not mixed into the resolved deck that `check` prints.
+TEST(DeckCli, ErrorsGoToStderr) {
+  const std::string dir = test::make_temp_dir("trident-deck-cli");
+  test::write_file(dir + "/bad.toml", "[mesh]\ntp = 0\n");
+  const CliRun r = run_trident("check " + dir + "/bad.toml", dir);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr(dir + "/bad.toml:2:6: [mesh] tp = 0: out of range"));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("out of range")));
+  fs::remove_all(dir);
+}
+
+TEST(DeckCli, SetOverrides) {
+  const std::string dir = test::make_temp_dir("trident-deck-cli");
+  test::write_file(dir + "/ok.toml", "[mesh]\nschedule = \"gpipe\"\n");
+  const CliRun r = run_trident("check " + dir +
+                                   "/ok.toml --set mesh.schedule=1f1b --set runtime.metrics=/tmp/m.jsonl "
+                                   "--set train.lr=0.25 --set mesh.tp=2",
+                               dir);
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("schedule = '1f1b'"));
+  EXPECT_THAT(r.out, HasSubstr("metrics = '/tmp/m.jsonl'"));
+  EXPECT_THAT(r.out, HasSubstr("lr = 0.25"));
+  EXPECT_THAT(r.out, HasSubstr("\ntp = 2\n"));
+  EXPECT_THAT(r.out, HasSubstr("deck OK"));
+
+  const CliRun bad = run_trident("check " + dir + "/ok.toml --set mesh.tp=0", dir);
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_THAT(bad.out + bad.err,
+              HasSubstr("--set mesh.tp=0: [mesh] tp = 0: out of range; allowed: an integer in [1, 65536]"));
+
+  const CliRun malformed = run_trident("check " + dir + "/ok.toml --set mesh.tp", dir);
+  EXPECT_EQ(malformed.rc, 2);
+  EXPECT_THAT(malformed.out + malformed.err,
+              HasSubstr("--set mesh.tp: expected section.key=value (for example --set mesh.tp=2)"));
+  fs::remove_all(dir);
+}
+
+TEST(DeckCli, CheckAcceptsEveryExampleDeck) {
+  const std::string dir = test::make_temp_dir("trident-deck-cli");
+  for (const auto& path : example_decks()) {
+    const CliRun r = run_trident("check " + path, dir);
+    EXPECT_EQ(r.rc, 0) << path << "\n" << r.err;
+    EXPECT_THAT(r.out, HasSubstr("deck OK")) << path;
+  }
+  fs::remove_all(dir);
+}
+
+TEST(DeckCli, DeckReferenceMatchesReadme) {
+  const std::string dir = test::make_temp_dir("trident-deck-cli");
+  const CliRun r = run_trident("deck-reference", dir);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, read_text(kSourceDir + "/input/README.md"));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace trident
