@@ -69,17 +69,19 @@ template <class T> bool Group::on_device(const T* p) const { return nccl_ && Ncc
 // Waiting: MPICH's blocking waits busy-poll, which starves other ranks when there are more ranks than
 // cores; "poll" tests and sleeps a few microseconds instead (see docs/architecture.md for numbers).
 void Group::wait_mpi(MPI_Request* r) {
+  const double start = MPI_Wtime();
   if (wait_ == MpiWait::Block) {
     check_mpi(MPI_Wait(r, MPI_STATUS_IGNORE), "MPI_Wait");
-    return;
+  } else {
+    const timespec pause{0, 2000};
+    int done = 0;
+    for (;;) {
+      check_mpi(MPI_Test(r, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done) break;
+      nanosleep(&pause, nullptr);
+    }
   }
-  const timespec pause{0, 2000};
-  int done = 0;
-  for (;;) {
-    check_mpi(MPI_Test(r, &done, MPI_STATUS_IGNORE), "MPI_Test");
-    if (done) return;
-    nanosleep(&pause, nullptr);
-  }
+  counters_.seconds += MPI_Wtime() - start;
 }
 
 template <class T> void Group::all_reduce(T* data, int64_t n, ReduceOp op) {
@@ -87,7 +89,9 @@ template <class T> void Group::all_reduce(T* data, int64_t n, ReduceOp op) {
   counters_.add(CommOp::AllReduce, n * int64_t(sizeof(T)));
   if (on_device(data)) return nccl_->all_reduce(data, n, nccl_type<T>(), op);
   if (wait_ == MpiWait::Block) {
+    const double start = MPI_Wtime();
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, count(n), mpi_type<T>(), mpi_op(op), comm_), "MPI_Allreduce");
+    counters_.seconds += MPI_Wtime() - start;
     return;
   }
   MPI_Request r;

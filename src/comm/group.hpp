@@ -25,7 +25,9 @@ const char* to_string(CommOp op);
 struct CommCounters {
   std::array<int64_t, static_cast<size_t>(CommOp::kCount)> bytes{};
   std::array<int64_t, static_cast<size_t>(CommOp::kCount)> calls{};
+  double seconds = 0;  // wall time spent inside blocking operations and waits of this group
   int64_t total_bytes() const;
+  int64_t bytes_of(CommOp op) const { return bytes[static_cast<size_t>(op)]; }
   void add(CommOp op, int64_t b) {
     bytes[static_cast<size_t>(op)] += b;
     calls[static_cast<size_t>(op)] += 1;

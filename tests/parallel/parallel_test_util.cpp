@@ -1,0 +1,97 @@
+#include "parallel/parallel_test_util.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "common/test_support.hpp"
+#include "kernels.hpp"
+
+namespace trident::test {
+namespace {
+
+// An llm.c shard (header of 256 int32: magic, version, count; then uint16 tokens) of random tokens.
+std::string write_token_shard(int64_t vocab, int64_t tokens) {
+  static std::map<int64_t, std::string> written;
+  if (auto it = written.find(vocab); it != written.end()) return it->second;
+  const std::string dir = make_temp_dir(fmt::format("trident-par-r{}", world_rank()));
+  const std::string path = dir + "/tokens.bin";
+  std::vector<int32_t> header(256, 0);
+  header[0] = 20240520;
+  header[1] = 1;
+  header[2] = int32_t(tokens);
+  std::mt19937_64 gen(42);
+  std::vector<uint16_t> ids(tokens);
+  for (auto& t : ids) t = uint16_t(gen() % uint64_t(vocab));
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(header.data()), header.size() * 4);
+  f.write(reinterpret_cast<const char*>(ids.data()), ids.size() * 2);
+  written[vocab] = path;
+  return path;
+}
+
+std::map<std::string, std::vector<float>> by_name(GptModel& model, const float* buffer) {
+  const auto whole = model.gather_global(buffer);
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& t : model.global_layout().tensors())
+    out[t.name] = hf_tensor(model.global_layout(), whole.data(), t);
+  return out;
+}
+
+}  // namespace
+
+Config small_deck(int64_t vocab, const std::vector<std::string>& overrides) {
+  const std::string deck = fmt::format(R"(
+[model]
+vocab_size = {}
+seq_len = 16
+layers = 2
+hidden = 64
+heads = 4
+seed = 7
+tie_embeddings = true
+[train]
+steps = 5
+micro_batch = 2
+global_batch = 4
+lr = 1e-3
+warmup_steps = 2
+grad_clip = 1.0
+[data]
+format = "llmc"
+path = "{}"
+[runtime]
+mpi_wait = "poll"
+)",
+                                       vocab, write_token_shard(vocab, 4096));
+  return parse_deck(deck, "test.toml", overrides, DeckOptions{});
+}
+
+RunResult run_steps(const Config& cfg, ParallelMesh* mesh, int64_t steps) {
+  auto kernels = make_kokkos_kernels();
+  Trainer trainer(cfg, *kernels, mesh);
+  RunResult r;
+  for (int64_t s = 1; s <= steps; ++s) {
+    const StepMetrics m = trainer.train_step(s);
+    r.losses.push_back(m.loss);
+    r.grad_norms.push_back(m.grad_norm);
+    if (s == 1) r.step1_grads = by_name(trainer.model(), trainer.model().grads());
+  }
+  r.final_params = by_name(trainer.model(), trainer.model().params());
+  return r;
+}
+
+double relative_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, ref = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    ref += double(b[i]) * b[i];
+  }
+  if (a.size() != b.size()) return INFINITY;
+  return ref == 0 ? std::sqrt(diff) : std::sqrt(diff / ref);
+}
+
+}  // namespace trident::test
