@@ -105,8 +105,10 @@ class Kernels {
                             float beta1, float beta2, float eps, float weight_decay, int64_t step) = 0;
 };
 
-// The Kokkos backend on the default host execution space (Serial here; OpenMP/CUDA where Kokkos
-// was built with them). Kokkos must be initialised before.
+// The Kokkos backend on the default host execution space (Serial here; OpenMP where Kokkos was built
+// with it). Kokkos must be initialised before, and the object destroyed before Kokkos::finalize
+// (it owns a workspace). A Kokkos build with CUDA would use DefaultExecutionSpace and KokkosKernels'
+// cuBLAS path: not done yet, the native CUDA backend (kernels/cuda) is the GPU path.
 std::unique_ptr<Kernels> make_kokkos_kernels();
 
 }  // namespace trident

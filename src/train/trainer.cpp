@@ -145,9 +145,14 @@ std::vector<StepMetrics> Trainer::run() {
   if (!history.empty()) {
     const double mean_ms = total_ms / double(history.size());
     const double tflops = flops_per_token_ * cfg_.tokens_per_step() / (mean_ms / 1e3) / 1e12;
-    log::info("summary: {} steps | loss {:.4f} -> {:.4f} | {:.1f} ms/step | {:.0f} tok/s | {:.3f} TFLOP/s | MFU {:.1f}%",
+    std::string comm;
+    if (mesh_ && mesh_->tp().size() > 1)
+      comm = fmt::format(" | TP comm {:.1f}% of step time ({:.1f} MiB moved by this rank)",
+                         100 * mesh_->tp().counters().seconds * 1e3 / total_ms,
+                         mesh_->tp().counters().total_bytes() / 1048576.0);
+    log::info("summary: {} steps | loss {:.4f} -> {:.4f} | {:.1f} ms/step | {:.0f} tok/s | {:.3f} TFLOP/s | MFU {:.1f}%{}",
               history.size(), history.front().loss, history.back().loss, mean_ms,
-              cfg_.tokens_per_step() / (mean_ms / 1e3), tflops, 100 * tflops / peak_tflops_);
+              cfg_.tokens_per_step() / (mean_ms / 1e3), tflops, 100 * tflops / peak_tflops_, comm);
   }
   return history;
 }

@@ -1,0 +1,344 @@
+// Kernel benchmarks of the Kokkos backend at GPT-2 124M shapes (B 4, T 64, C 768, NH 12, V 50257,
+// F 3072), with a plain cblas_sgemm of each GEMM shape as the reference for what BLAS alone gives.
+// Counters: FLOP/s for GEMM-bound ops, bytes_per_second (minimum traffic) for memory-bound ones.
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+
+#include <Kokkos_Core.hpp>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "core/blas_runtime.hpp"
+#include "kernels.hpp"
+
+namespace {
+
+constexpr int64_t B = 4, T = 64, C = 768, NH = 12, HD = C / NH, V = 50257, Vp = 50304, F = 3072, N = B * T;
+// Parameters of one GPT-2 124M transformer block (the AdamW / norm benchmarks use this length).
+constexpr int64_t kBlockParams = 12 * C * C + 13 * C;
+
+trident::Kernels* K = nullptr;
+
+// A backend buffer filled with uniform(lo, hi) values.
+class Buf {
+ public:
+  explicit Buf(int64_t n, float lo = -1.0f, float hi = 1.0f, uint32_t seed = 1) : n_(n), p_(K->alloc(n)) {
+    if (lo == 0.0f && hi == 0.0f) return;
+    std::vector<float> h(n);
+    std::mt19937 gen(seed);
+    std::uniform_real_distribution<float> d(lo, hi);
+    for (auto& x : h) x = d(gen);
+    K->copy_to_device(p_, h.data(), n);
+  }
+  ~Buf() { K->free(p_); }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+  float* get() const { return p_; }
+
+ private:
+  int64_t n_;
+  float* p_;
+};
+
+class Tokens {
+ public:
+  explicit Tokens(int64_t n, int32_t vocab) : p_(K->alloc_int(n)) {
+    std::vector<int32_t> h(n);
+    std::mt19937 gen(7);
+    std::uniform_int_distribution<int32_t> d(0, vocab - 1);
+    for (auto& x : h) x = d(gen);
+    K->copy_to_device_int(p_, h.data(), n);
+  }
+  ~Tokens() { K->free(p_); }
+  int32_t* get() const { return p_; }
+
+ private:
+  int32_t* p_;
+};
+
+void flops(benchmark::State& s, double per_iter) {
+  s.counters["FLOP/s"] = benchmark::Counter(per_iter, benchmark::Counter::kIsIterationInvariantRate);
+}
+void bytes(benchmark::State& s, double per_iter) { s.SetBytesProcessed(int64_t(per_iter) * s.iterations()); }
+
+// ---- matmul: Args {IC, OC}; the five GEMM shapes of a GPT-2 step ----
+void MatmulShapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"IC", "OC"});
+  b->Args({C, 3 * C});  // qkv
+  b->Args({C, C});      // attention projection
+  b->Args({C, F});      // fc
+  b->Args({F, C});      // fc projection
+  b->Args({C, V});      // lm_head (tied wte, no bias)
+  b->Unit(benchmark::kMillisecond);
+}
+
+void BM_matmul_forward(benchmark::State& s) {
+  const int64_t IC = s.range(0), OC = s.range(1);
+  Buf x(N * IC), w(OC * IC), bias(OC), out(N * OC, 0, 0);
+  const float* bp = OC == V ? nullptr : bias.get();
+  for (auto _ : s) {
+    K->matmul_forward(out.get(), x.get(), w.get(), bp, N, IC, OC);
+    K->fence();
+  }
+  flops(s, 2.0 * N * IC * OC);
+}
+BENCHMARK(BM_matmul_forward)->Apply(MatmulShapes);
+
+void BM_sgemm_forward_reference(benchmark::State& s) {
+  const int64_t IC = s.range(0), OC = s.range(1);
+  Buf x(N * IC), w(OC * IC), out(N * OC, 0, 0);
+  for (auto _ : s)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, IC, 1.0f, x.get(), IC, w.get(), IC, 0.0f,
+                out.get(), OC);
+  flops(s, 2.0 * N * IC * OC);
+}
+BENCHMARK(BM_sgemm_forward_reference)->Apply(MatmulShapes);
+
+void BM_matmul_backward(benchmark::State& s) {
+  const int64_t IC = s.range(0), OC = s.range(1);
+  Buf x(N * IC), w(OC * IC), dout(N * OC), dx(N * IC, 0, 0), dw(OC * IC, 0, 0), db(OC, 0, 0);
+  float* dbp = OC == V ? nullptr : db.get();
+  for (auto _ : s) {
+    K->matmul_backward(dx.get(), dw.get(), dbp, dout.get(), x.get(), w.get(), N, IC, OC);
+    K->fence();
+  }
+  flops(s, 4.0 * N * IC * OC);
+}
+BENCHMARK(BM_matmul_backward)->Apply(MatmulShapes);
+
+void BM_sgemm_backward_reference(benchmark::State& s) {
+  const int64_t IC = s.range(0), OC = s.range(1);
+  Buf x(N * IC), w(OC * IC), dout(N * OC), dx(N * IC, 0, 0), dw(OC * IC, 0, 0);
+  for (auto _ : s) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IC, OC, 1.0f, dout.get(), OC, w.get(), IC, 1.0f,
+                dx.get(), IC);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, N, 1.0f, dout.get(), OC, x.get(), IC, 1.0f,
+                dw.get(), IC);
+  }
+  flops(s, 4.0 * N * IC * OC);
+}
+BENCHMARK(BM_sgemm_backward_reference)->Apply(MatmulShapes);
+
+// ---- attention (GEMM FLOPs as executed: full T x T products per head) ----
+void BM_attention_forward(benchmark::State& s) {
+  Buf qkv(N * 3 * C), out(N * C, 0, 0), att(B * NH * T * T, 0, 0);
+  for (auto _ : s) {
+    K->attention_forward(out.get(), att.get(), qkv.get(), B, T, NH, HD);
+    K->fence();
+  }
+  flops(s, 4.0 * B * NH * T * T * HD);
+}
+BENCHMARK(BM_attention_forward)->Unit(benchmark::kMicrosecond);
+
+void BM_attention_backward(benchmark::State& s) {
+  Buf qkv(N * 3 * C), out(N * C, 0, 0), att(B * NH * T * T, 0, 0), dout(N * C), dqkv(N * 3 * C, 0, 0);
+  K->attention_forward(out.get(), att.get(), qkv.get(), B, T, NH, HD);
+  for (auto _ : s) {
+    K->attention_backward(dqkv.get(), dout.get(), qkv.get(), att.get(), B, T, NH, HD);
+    K->fence();
+  }
+  flops(s, 8.0 * B * NH * T * T * HD);
+}
+BENCHMARK(BM_attention_backward)->Unit(benchmark::kMicrosecond);
+
+// Reference: the 2 sgemm of the forward, per head, on already contiguous [T,HD] buffers.
+void BM_sgemm_attention_forward_reference(benchmark::State& s) {
+  Buf q(B * NH * T * HD), k(B * NH * T * HD), v(B * NH * T * HD), att(B * NH * T * T, 0, 0), y(B * NH * T * HD, 0, 0);
+  for (auto _ : s)
+    for (int64_t bh = 0; bh < B * NH; ++bh) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, HD, 0.125f, q.get() + bh * T * HD, HD,
+                  k.get() + bh * T * HD, HD, 0.0f, att.get() + bh * T * T, T);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, HD, T, 1.0f, att.get() + bh * T * T, T,
+                  v.get() + bh * T * HD, HD, 0.0f, y.get() + bh * T * HD, HD);
+    }
+  flops(s, 4.0 * B * NH * T * T * HD);
+}
+BENCHMARK(BM_sgemm_attention_forward_reference)->Unit(benchmark::kMicrosecond);
+
+// ---- LayerNorm ----
+void BM_layernorm_forward(benchmark::State& s) {
+  Buf x(N * C), w(C), b(C), out(N * C, 0, 0), mean(N, 0, 0), rstd(N, 0, 0);
+  for (auto _ : s) {
+    K->layernorm_forward(out.get(), mean.get(), rstd.get(), x.get(), w.get(), b.get(), N, C);
+    K->fence();
+  }
+  bytes(s, 2.0 * N * C * 4);
+}
+BENCHMARK(BM_layernorm_forward)->Unit(benchmark::kMicrosecond);
+
+void BM_layernorm_backward(benchmark::State& s) {
+  Buf x(N * C), w(C), b(C), out(N * C, 0, 0), mean(N, 0, 0), rstd(N, 0, 0), dout(N * C), dx(N * C, 0, 0),
+      dw(C, 0, 0), db(C, 0, 0);
+  K->layernorm_forward(out.get(), mean.get(), rstd.get(), x.get(), w.get(), b.get(), N, C);
+  for (auto _ : s) {
+    K->layernorm_backward(dx.get(), dw.get(), db.get(), dout.get(), x.get(), w.get(), mean.get(), rstd.get(), N, C);
+    K->fence();
+  }
+  bytes(s, 4.0 * N * C * 4);  // read dout, inp, dinp; write dinp
+}
+BENCHMARK(BM_layernorm_backward)->Unit(benchmark::kMicrosecond);
+
+// ---- GELU on the [N, F] MLP activation ----
+void BM_gelu_forward(benchmark::State& s) {
+  Buf x(N * F), out(N * F, 0, 0);
+  for (auto _ : s) {
+    K->gelu_forward(out.get(), x.get(), N * F);
+    K->fence();
+  }
+  bytes(s, 2.0 * N * F * 4);
+}
+BENCHMARK(BM_gelu_forward)->Unit(benchmark::kMicrosecond);
+
+void BM_gelu_backward(benchmark::State& s) {
+  Buf x(N * F), dout(N * F), dx(N * F, 0, 0);
+  for (auto _ : s) {
+    K->gelu_backward(dx.get(), x.get(), dout.get(), N * F);
+    K->fence();
+  }
+  bytes(s, 4.0 * N * F * 4);
+}
+BENCHMARK(BM_gelu_backward)->Unit(benchmark::kMicrosecond);
+
+// ---- embeddings ----
+void BM_embedding_forward(benchmark::State& s) {
+  Tokens tok(N, V);
+  Buf wte(V * C), wpe(1024 * C), out(N * C, 0, 0);
+  for (auto _ : s) {
+    K->embedding_forward(out.get(), tok.get(), wte.get(), 0, V, N, C);
+    K->position_forward(out.get(), wpe.get(), B, T, C, 0);
+    K->fence();
+  }
+  bytes(s, (2.0 + 3.0) * N * C * 4);  // token: read row, write; position: read wpe, read+write out
+}
+BENCHMARK(BM_embedding_forward)->Unit(benchmark::kMicrosecond);
+
+void BM_embedding_backward(benchmark::State& s) {
+  Tokens tok(N, V);
+  Buf dwte(V * C, 0, 0), dwpe(1024 * C, 0, 0), dout(N * C);
+  for (auto _ : s) {
+    K->embedding_backward(dwte.get(), dout.get(), tok.get(), 0, V, N, C);
+    K->position_backward(dwpe.get(), dout.get(), B, T, C, 0);
+    K->fence();
+  }
+  bytes(s, 3.0 * N * C * 4 + (1.0 * N * C + 2.0 * T * C) * 4);
+}
+BENCHMARK(BM_embedding_backward)->Unit(benchmark::kMicrosecond);
+
+// ---- cross-entropy over the padded [N, Vp] logits ----
+struct Xent {
+  Tokens targets{N, V};
+  Buf logits{N * Vp, -4.0f, 4.0f}, rowmax{N, 0, 0}, sumexp{N, 0, 0}, tl{N, 0, 0}, losses{N, 0, 0};
+};
+
+void BM_xent_row_max(benchmark::State& s) {
+  Xent x;
+  for (auto _ : s) {
+    K->xent_row_max(x.rowmax.get(), x.logits.get(), N, Vp, V);
+    K->fence();
+  }
+  bytes(s, 1.0 * N * V * 4);
+}
+BENCHMARK(BM_xent_row_max)->Unit(benchmark::kMicrosecond);
+
+void BM_xent_sumexp_target(benchmark::State& s) {
+  Xent x;
+  K->xent_row_max(x.rowmax.get(), x.logits.get(), N, Vp, V);
+  for (auto _ : s) {
+    K->xent_sumexp_target(x.sumexp.get(), x.tl.get(), x.logits.get(), x.rowmax.get(), x.targets.get(), 0, N, Vp, V);
+    K->fence();
+  }
+  bytes(s, 1.0 * N * V * 4);
+}
+BENCHMARK(BM_xent_sumexp_target)->Unit(benchmark::kMicrosecond);
+
+void BM_xent_loss_grad(benchmark::State& s) {
+  Xent x;
+  K->xent_row_max(x.rowmax.get(), x.logits.get(), N, Vp, V);
+  K->xent_sumexp_target(x.sumexp.get(), x.tl.get(), x.logits.get(), x.rowmax.get(), x.targets.get(), 0, N, Vp, V);
+  for (auto _ : s) {  // after the first iteration logits hold gradients: same work, finite values
+    K->xent_loss_grad(x.losses.get(), x.logits.get(), x.rowmax.get(), x.sumexp.get(), x.tl.get(), x.targets.get(), 0,
+                      1.0f / N, N, Vp, V);
+    K->fence();
+  }
+  bytes(s, 2.0 * N * Vp * 4);
+}
+BENCHMARK(BM_xent_loss_grad)->Unit(benchmark::kMicrosecond);
+
+// ---- optimizer and elementwise ----
+void BM_adamw_update(benchmark::State& s) {
+  const int64_t n = kBlockParams;
+  Buf p(n), g(n), m(n, 0, 0), v(n, 0, 0);
+  int64_t step = 0;
+  for (auto _ : s) {
+    K->adamw_update(p.get(), g.get(), m.get(), v.get(), n, 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++step);
+    K->fence();
+  }
+  bytes(s, 7.0 * n * 4);  // read p, g, m, v; write p, m, v
+}
+BENCHMARK(BM_adamw_update)->Unit(benchmark::kMicrosecond);
+
+void BM_sum_squares(benchmark::State& s) {
+  const int64_t n = kBlockParams;
+  Buf x(n);
+  for (auto _ : s) benchmark::DoNotOptimize(K->sum_squares(x.get(), n));
+  bytes(s, 1.0 * n * 4);
+}
+BENCHMARK(BM_sum_squares)->Unit(benchmark::kMicrosecond);
+
+void BM_residual_add(benchmark::State& s) {
+  Buf a(N * C), b(N * C), out(N * C, 0, 0);
+  for (auto _ : s) {
+    K->add(out.get(), a.get(), b.get(), N * C);
+    K->fence();
+  }
+  bytes(s, 3.0 * N * C * 4);
+}
+BENCHMARK(BM_residual_add)->Unit(benchmark::kMicrosecond);
+
+void BM_accumulate(benchmark::State& s) {
+  const int64_t n = kBlockParams;
+  Buf y(n), x(n);
+  for (auto _ : s) {
+    K->accumulate(y.get(), x.get(), n);
+    K->fence();
+  }
+  bytes(s, 3.0 * n * 4);
+}
+BENCHMARK(BM_accumulate)->Unit(benchmark::kMicrosecond);
+
+void BM_scale(benchmark::State& s) {
+  const int64_t n = kBlockParams;
+  Buf x(n);
+  for (auto _ : s) {
+    K->scale(x.get(), 0.999f, n);
+    K->fence();
+  }
+  bytes(s, 2.0 * n * 4);
+}
+BENCHMARK(BM_scale)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  trident::tune_blas_for_this_cpu(argc, argv);  // may re-exec with OPENBLAS_CORETYPE set
+  Kokkos::initialize(argc, argv);
+  int rc = 0;
+  {
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) {
+      rc = 1;
+    } else {
+      benchmark::AddCustomContext("blas_core", trident::blas_core_name());
+      auto kernels = trident::make_kokkos_kernels();
+      benchmark::AddCustomContext("backend", kernels->name());
+      K = kernels.get();
+      benchmark::RunSpecifiedBenchmarks();
+      K = nullptr;
+    }
+    benchmark::Shutdown();
+  }
+  Kokkos::finalize();
+  return rc;
+}

@@ -1,0 +1,201 @@
+#pragma once
+// KokkosKernels<ExecSpace>: the Kernels interface on one Kokkos execution space. Each method wraps
+// the raw pointers in unmanaged Views of ExecSpace::memory_space and calls the templated kernels of
+// the per-concern headers. The object owns a workspace (attention permutations, reduction partials)
+// that grows on demand and is never shrunk.
+#include <string>
+
+#include "kernels.hpp"
+#include "kokkos/adamw.hpp"
+#include "kokkos/attention.hpp"
+#include "kokkos/common.hpp"
+#include "kokkos/crossentropy.hpp"
+#include "kokkos/elementwise.hpp"
+#include "kokkos/embedding.hpp"
+#include "kokkos/gelu.hpp"
+#include "kokkos/layernorm.hpp"
+#include "kokkos/matmul.hpp"
+
+namespace trident {
+
+template <class ExecSpace>
+class KokkosKernels final : public Kernels {
+ public:
+  using ES = ExecSpace;
+  using MemSpace = typename ES::memory_space;
+
+  KokkosKernels() = default;
+  explicit KokkosKernels(const ES& space) : space_(space) {}
+
+  std::string name() const override { return std::string("kokkos-") + ES::name(); }
+
+  // ---- memory ----
+  float* alloc(int64_t n) override { return static_cast<float*>(alloc_zeroed(n * int64_t(sizeof(float)))); }
+  int32_t* alloc_int(int64_t n) override {
+    return static_cast<int32_t*>(alloc_zeroed(n * int64_t(sizeof(int32_t))));
+  }
+  void free(void* p) override {
+    if (p) Kokkos::kokkos_free<MemSpace>(p);
+  }
+  void copy_to_device(float* dst, const float* host_src, int64_t n) override {
+    Kokkos::deep_copy(kk::vec<ES>(dst, n), HostCVec<float>(host_src, n));
+  }
+  void copy_to_host(float* host_dst, const float* src, int64_t n) override {
+    Kokkos::deep_copy(HostVec<float>(host_dst, n), kk::cvec<ES>(src, n));
+  }
+  void copy_to_device_int(int32_t* dst, const int32_t* host_src, int64_t n) override {
+    Kokkos::deep_copy(kk::vec<ES>(dst, n), HostCVec<int32_t>(host_src, n));
+  }
+  void copy(float* dst, const float* src, int64_t n) override {
+    Kokkos::deep_copy(kk::vec<ES>(dst, n), kk::cvec<ES>(src, n));
+  }
+  void fill(float* x, float value, int64_t n) override { kk::fill(space_, kk::vec<ES>(x, n), value); }
+  void fence() override { space_.fence(); }
+
+  // ---- elementwise ----
+  void add(float* out, const float* a, const float* b, int64_t n) override {
+    kk::add(space_, kk::vec<ES>(out, n), kk::cvec<ES>(a, n), kk::cvec<ES>(b, n));
+  }
+  void accumulate(float* y, const float* x, int64_t n) override {
+    kk::accumulate(space_, kk::vec<ES>(y, n), kk::cvec<ES>(x, n));
+  }
+  void scale(float* x, float s, int64_t n) override { kk::scale(space_, kk::vec<ES>(x, n), s); }
+  double sum_squares(const float* x, int64_t n) override {
+    return kk::sum_squares(space_, kk::cvec<ES>(x, n), double_workspace(kk::sum_squares_chunks(n)));
+  }
+
+  // ---- embeddings ----
+  void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t vocab_begin,
+                         int64_t vocab_count, int64_t N, int64_t C) override {
+    kk::embedding_forward(space_, kk::mat<ES>(out, N, C), kk::cvec<ES>(tokens, N),
+                          kk::cmat<ES>(wte, vocab_count, C), vocab_begin);
+  }
+  void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t vocab_begin,
+                          int64_t vocab_count, int64_t N, int64_t C) override {
+    kk::embedding_backward(space_, kk::mat<ES>(dwte, vocab_count, C), kk::cmat<ES>(dout, N, C),
+                           kk::cvec<ES>(tokens, N), vocab_begin);
+  }
+  void position_forward(float* out, const float* wpe, int64_t B, int64_t T, int64_t C,
+                        int64_t t_begin) override {
+    kk::position_forward(space_, kk::mat<ES>(out, B * T, C), kk::cmat<ES>(wpe, t_begin + T, C), T, t_begin);
+  }
+  void position_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C,
+                         int64_t t_begin) override {
+    kk::position_backward(space_, kk::mat<ES>(dwpe, t_begin + T, C), kk::cmat<ES>(dout, B * T, C), B, T,
+                          t_begin);
+  }
+
+  // ---- LayerNorm ----
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                         const float* bias, int64_t N, int64_t C) override {
+    kk::layernorm_forward(space_, kk::mat<ES>(out, N, C), kk::vec<ES>(mean, N), kk::vec<ES>(rstd, N),
+                          kk::cmat<ES>(inp, N, C), kk::cvec<ES>(weight, C), kk::cvec<ES>(bias, C));
+  }
+  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                          const float* weight, const float* mean, const float* rstd, int64_t N,
+                          int64_t C) override {
+    kk::layernorm_backward(space_, kk::mat<ES>(dinp, N, C), kk::vec<ES>(dweight, C), kk::vec<ES>(dbias, C),
+                           kk::cmat<ES>(dout, N, C), kk::cmat<ES>(inp, N, C), kk::cvec<ES>(weight, C),
+                           kk::cvec<ES>(mean, N), kk::cvec<ES>(rstd, N));
+  }
+
+  // ---- matmul ----
+  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N,
+                      int64_t IC, int64_t OC) override {
+    kk::matmul_forward(space_, kk::mat<ES>(out, N, OC), kk::cmat<ES>(inp, N, IC), kk::cmat<ES>(weight, OC, IC),
+                       kk::cvec<ES>(bias, bias ? OC : 0));
+  }
+  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                       const float* weight, int64_t N, int64_t IC, int64_t OC) override {
+    kk::matmul_backward(space_, kk::mat<ES>(dinp, dinp ? N : 0, IC), kk::mat<ES>(dweight, dweight ? OC : 0, IC),
+                        kk::vec<ES>(dbias, dbias ? OC : 0), kk::cmat<ES>(dout, N, OC), kk::cmat<ES>(inp, N, IC),
+                        kk::cmat<ES>(weight, OC, IC));
+  }
+
+  // ---- attention ----
+  void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t NH,
+                         int64_t HD) override {
+    const int64_t C = NH * HD;
+    kk::attention_forward(space_, kk::vec<ES>(out, B * T * C), kk::Ten4<ES>(att, B, NH, T, T),
+                          kk::cvec<ES>(qkv, B * T * 3 * C),
+                          float_workspace(kk::attention_forward_workspace(B, T, NH, HD)), B, T, NH, HD);
+  }
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int64_t B,
+                          int64_t T, int64_t NH, int64_t HD) override {
+    const int64_t C = NH * HD;
+    kk::attention_backward(space_, kk::vec<ES>(dqkv, B * T * 3 * C), kk::cvec<ES>(dout, B * T * C),
+                           kk::cvec<ES>(qkv, B * T * 3 * C), kk::CTen4<ES>(att, B, NH, T, T),
+                           float_workspace(kk::attention_backward_workspace(B, T, NH, HD)), B, T, NH, HD);
+  }
+
+  // ---- GELU ----
+  void gelu_forward(float* out, const float* inp, int64_t n) override {
+    kk::gelu_forward(space_, kk::vec<ES>(out, n), kk::cvec<ES>(inp, n));
+  }
+  void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) override {
+    kk::gelu_backward(space_, kk::vec<ES>(dinp, n), kk::cvec<ES>(inp, n), kk::cvec<ES>(dout, n));
+  }
+
+  // ---- cross-entropy ----
+  void xent_row_max(float* rowmax, const float* logits, int64_t N, int64_t stride, int64_t vocab_count) override {
+    kk::xent_row_max(space_, kk::vec<ES>(rowmax, N), kk::cmat<ES>(logits, N, stride), vocab_count);
+  }
+  void xent_sumexp_target(float* sumexp, float* target_logit, const float* logits, const float* rowmax,
+                          const int32_t* targets, int64_t vocab_begin, int64_t N, int64_t stride,
+                          int64_t vocab_count) override {
+    kk::xent_sumexp_target(space_, kk::vec<ES>(sumexp, N), kk::vec<ES>(target_logit, N),
+                           kk::cmat<ES>(logits, N, stride), kk::cvec<ES>(rowmax, N), kk::cvec<ES>(targets, N),
+                           vocab_begin, vocab_count);
+  }
+  void xent_loss_grad(float* losses, float* logits, const float* rowmax, const float* sumexp,
+                      const float* target_logit, const int32_t* targets, int64_t vocab_begin, float dloss_scale,
+                      int64_t N, int64_t stride, int64_t vocab_count) override {
+    kk::xent_loss_grad(space_, kk::vec<ES>(losses, N), kk::mat<ES>(logits, N, stride), kk::cvec<ES>(rowmax, N),
+                       kk::cvec<ES>(sumexp, N), kk::cvec<ES>(target_logit, N), kk::cvec<ES>(targets, N),
+                       vocab_begin, dloss_scale, vocab_count);
+  }
+
+  // ---- AdamW ----
+  void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n, float lr, float beta1,
+                    float beta2, float eps, float weight_decay, int64_t step) override {
+    kk::adamw_update(space_, kk::vec<ES>(param, n), kk::cvec<ES>(grad, n), kk::vec<ES>(m, n), kk::vec<ES>(v, n),
+                     lr, beta1, beta2, eps, weight_decay, step);
+  }
+
+ private:
+  template <class T>
+  using HostVec = Kokkos::View<T*, Kokkos::HostSpace, kk::Unmanaged>;
+  template <class T>
+  using HostCVec = Kokkos::View<const T*, Kokkos::HostSpace, kk::Unmanaged>;
+
+  void* alloc_zeroed(int64_t bytes) {
+    // At least one word, so that a zero-size request still yields a distinct, freeable pointer.
+    const int64_t words = bytes > 0 ? (bytes + 3) / 4 : 1;
+    void* p = Kokkos::kokkos_malloc<MemSpace>("trident::Kernels::alloc", size_t(words) * 4);
+    kk::fill(space_, kk::vec<ES>(static_cast<float*>(p), words), 0.0f);  // all-zero bits, int or float
+    space_.fence();
+    return p;
+  }
+
+  kk::Vec<ES> float_workspace(int64_t n) {
+    if (int64_t(ws_.extent(0)) < n) {
+      ws_ = Kokkos::View<float*, MemSpace>();  // free the old one first
+      ws_ = Kokkos::View<float*, MemSpace>(Kokkos::ViewAllocateWithoutInitializing("trident::workspace"), n);
+    }
+    return kk::Vec<ES>(ws_.data(), n);
+  }
+  kk::Vec<ES, double> double_workspace(int64_t n) {
+    if (int64_t(ws_double_.extent(0)) < n) {
+      ws_double_ = Kokkos::View<double*, MemSpace>();
+      ws_double_ = Kokkos::View<double*, MemSpace>(
+          Kokkos::ViewAllocateWithoutInitializing("trident::workspace_double"), n);
+    }
+    return kk::Vec<ES, double>(ws_double_.data(), n);
+  }
+
+  ES space_{};
+  Kokkos::View<float*, MemSpace> ws_;
+  Kokkos::View<double*, MemSpace> ws_double_;
+};
+
+}  // namespace trident

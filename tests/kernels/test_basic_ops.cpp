@@ -1,0 +1,200 @@
+// Memory, elementwise, sum of squares, AdamW, token and position embeddings.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernel_test_util.hpp"
+
+namespace trident::kt {
+namespace {
+
+class BasicOpsTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Kernels> k = make_kokkos_kernels();
+};
+
+TEST_F(BasicOpsTest, NameSaysKokkos) { EXPECT_EQ(k->name().rfind("kokkos-", 0), 0u) << k->name(); }
+
+TEST_F(BasicOpsTest, AllocIsZeroedAndCopiesRoundTrip) {
+  // Dirty some memory first, so a recycled block would show up non-zero.
+  {
+    Buf dirty(*k, random_vec(4099, 1, 1.0f, 2.0f));
+  }
+  Buf a(*k, 4099);
+  for (float x : a.host()) ASSERT_EQ(x, 0.0f);
+  const VecF v = random_vec(4099, 2);
+  a.set(v);
+  EXPECT_TRUE(same_bits(a.host(), v));
+  Buf b(*k, 4099);
+  k->copy(b.get(), a.get(), 4099);
+  EXPECT_TRUE(same_bits(b.host(), v));
+  k->fill(b.get(), 3.5f, 4099);
+  for (float x : b.host()) ASSERT_EQ(x, 3.5f);
+}
+
+TEST_F(BasicOpsTest, AllocIntIsZeroed) {
+  // Integers cannot be read back through the interface; a zeroed token buffer must embed row 0.
+  const int64_t N = 5, C = 3, V = 4;
+  int32_t* tokens = k->alloc_int(N);
+  Buf wte(*k, random_vec(V * C, 3, 1.0f, 2.0f)), out(*k, N * C);
+  k->embedding_forward(out.get(), tokens, wte.get(), 0, V, N, C);
+  const VecF o = out.host(), w = wte.host();
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t c = 0; c < C; ++c) EXPECT_EQ(o[i * C + c], w[c]);
+  k->free(tokens);
+}
+
+TEST_F(BasicOpsTest, Elementwise) {
+  const int64_t n = 1000;
+  const VecF a = random_vec(n, 4), b = random_vec(n, 5);
+  Buf A(*k, a), B(*k, b), out(*k, n);
+  k->add(out.get(), A.get(), B.get(), n);
+  VecF o = out.host();
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(o[i], a[i] + b[i]);
+  k->accumulate(out.get(), A.get(), n);
+  o = out.host();
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(o[i], (a[i] + b[i]) + a[i]);
+  k->scale(A.get(), -0.25f, n);
+  o = A.host();
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(o[i], a[i] * -0.25f);
+}
+
+TEST_F(BasicOpsTest, SumSquaresMatchesDoubleAndIsDeterministic) {
+  // Not a multiple of the chunk (8192) nor of the lane count (8); values spread over 6 decades so
+  // a float accumulator would be visibly off (relative error ~1e-4 at this length).
+  const int64_t n = 3 * 8192 + 13;
+  VecF v = random_vec(n, 6);
+  for (int64_t i = 0; i < n; i += 7) v[i] *= 1000.0f;
+  double want = 0.0;
+  for (float x : v) want += double(x) * double(x);
+  Buf x(*k, v);
+  const double got = k->sum_squares(x.get(), n);
+  // Double accumulation over ~25k terms: relative error <= n * 1.1e-16 ~ 3e-12.
+  EXPECT_NEAR(got, want, 1e-11 * want);
+  const double again = k->sum_squares(x.get(), n);
+  EXPECT_EQ(std::memcmp(&got, &again, sizeof got), 0);
+  EXPECT_EQ(k->sum_squares(x.get(), 0), 0.0);
+  EXPECT_EQ(k->sum_squares(x.get(), 1), double(v[0]) * double(v[0]));
+}
+
+TEST_F(BasicOpsTest, AdamWTwoStepsByHand) {
+  // One parameter, p0 = 1, g1 = 0.5, g2 = -0.25, lr 0.01, betas (0.9, 0.95), eps 1e-8, wd 0.1.
+  // Step 1: p = 0.999; m = 0.05; v = 0.0125; m^ = 0.05/0.1 = 0.5; v^ = 0.0125/0.05 = 0.25;
+  //         p = 0.999 - 0.01 * 0.5 / (0.5 + 1e-8) = 0.9890000002.
+  // Step 2: p = 0.9890000002 * 0.999 = 0.9880110002; m = 0.045 - 0.025 = 0.02;
+  //         v = 0.011875 + 0.003125 = 0.015; m^ = 0.02/0.19 = 0.1052631579;
+  //         v^ = 0.015/0.0975 = 0.1538461538, sqrt = 0.3922322703;
+  //         p = 0.9880110002 - 0.01 * 0.1052631579 / 0.3922322703 = 0.9853273058.
+  // The second element has g = 0 always: only the decay acts, p = 2 * 0.999^2.
+  // Tolerances: the interface passes betas as float, and 0.9f, 0.95f differ from 0.9, 0.95 by ~2.5e-8,
+  // so 1 - beta is ~2.4e-7 relatively off the decimal hand values: m, v are checked to 1e-6 relative;
+  // p to 2-3 float ulps (the (1 - beta1) factor cancels between m and the bias correction).
+  Buf p(*k, VecF{1.0f, 2.0f}), g(*k, VecF{0.5f, 0.0f}), m(*k, 2), v(*k, 2);
+  k->adamw_update(p.get(), g.get(), m.get(), v.get(), 2, 0.01f, 0.9f, 0.95f, 1e-8f, 0.1f, 1);
+  VecF ph = p.host();
+  EXPECT_NEAR(ph[0], 0.9890000002, 2e-7);  // float: 1 ulp at 1 is 1.2e-7
+  EXPECT_NEAR(m.host()[0], 0.05, 0.05 * 1e-6);
+  EXPECT_NEAR(v.host()[0], 0.0125, 0.0125 * 1e-6);
+  g.set(VecF{-0.25f, 0.0f});
+  k->adamw_update(p.get(), g.get(), m.get(), v.get(), 2, 0.01f, 0.9f, 0.95f, 1e-8f, 0.1f, 2);
+  ph = p.host();
+  EXPECT_NEAR(ph[0], 0.9853273058, 3e-7);
+  EXPECT_NEAR(m.host()[0], 0.02, 0.02 * 1e-6);
+  EXPECT_NEAR(v.host()[0], 0.015, 0.015 * 1e-6);
+  EXPECT_NEAR(ph[1], 2.0 * 0.999 * 0.999, 3e-7);
+}
+
+TEST_F(BasicOpsTest, AdamWMatchesDoubleFormulaOverManyElements) {
+  const int64_t n = 777;
+  const float lr = 3e-4f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.01f;
+  VecD pd = to_double(random_vec(n, 7)), md(n, 0.0), vd(n, 0.0);
+  Buf p(*k, to_float(pd)), m(*k, n), v(*k, n), g(*k, n);
+  for (int step = 1; step <= 3; ++step) {
+    const VecF gh = random_vec(n, 100 + step);
+    g.set(gh);
+    k->adamw_update(p.get(), g.get(), m.get(), v.get(), n, lr, b1, b2, eps, wd, step);
+    for (int64_t i = 0; i < n; ++i) {
+      pd[i] *= 1.0 - double(lr) * wd;
+      md[i] = b1 * md[i] + (1.0 - b1) * gh[i];
+      vd[i] = b2 * vd[i] + (1.0 - b2) * double(gh[i]) * gh[i];
+      const double mh = md[i] / (1.0 - std::pow(double(b1), step));
+      const double vh = vd[i] / (1.0 - std::pow(double(b2), step));
+      pd[i] -= lr * mh / (std::sqrt(vh) + eps);
+    }
+  }
+  // |p| <= 1 and three float updates: a few ulp (1.2e-7) each.
+  EXPECT_TRUE(close(p.host(), pd, 1e-6, 0));
+  EXPECT_TRUE(close(m.host(), md, 1e-7, 1e-5));
+  EXPECT_TRUE(close(v.host(), vd, 1e-9, 1e-5));
+}
+
+// Vocab shard [3, 7) of an 10-token vocabulary; tokens outside the shard embed to 0.
+TEST_F(BasicOpsTest, EmbeddingShardForwardBackward) {
+  const int64_t N = 8, C = 5, vb = 3, vc = 4;
+  const std::vector<int32_t> tok = {3, 9, 5, 0, 6, 5, 3, 7};
+  const VecF wte = random_vec(vc * C, 8);
+  IntBuf tokens(*k, tok);
+  Buf W(*k, wte), out(*k, N * C);
+  k->embedding_forward(out.get(), tokens.get(), W.get(), vb, vc, N, C);
+  const VecF o = out.host();
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t c = 0; c < C; ++c) {
+      const bool in = tok[i] >= vb && tok[i] < vb + vc;
+      ASSERT_EQ(o[i * C + c], in ? wte[(tok[i] - vb) * C + c] : 0.0f) << i << "," << c;
+    }
+  // Backward vs FD of L = sum(out * R) (linear in wte: FD exact up to rounding).
+  const VecF R = random_vec(N * C, 9);
+  auto L = [&](const VecD& w) {
+    VecD ref(N * C, 0.0);
+    for (int64_t i = 0; i < N; ++i)
+      if (tok[i] >= vb && tok[i] < vb + vc)
+        for (int64_t c = 0; c < C; ++c) ref[i * C + c] = w[(tok[i] - vb) * C + c];
+    return dot(ref, R);
+  };
+  const VecD fd = fd_gradient(L, to_double(wte));
+  Buf dout(*k, R), dW(*k, vc * C);
+  k->embedding_backward(dW.get(), dout.get(), tokens.get(), vb, vc, N, C);
+  const VecF g1 = dW.host();
+  EXPECT_TRUE(close(g1, fd, 1e-6, 1e-6));  // sums of <= 2 floats
+  // Unused rows of the shard (token 4) get exactly 0.
+  for (int64_t c = 0; c < C; ++c) EXPECT_EQ(g1[(4 - vb) * C + c], 0.0f);
+  k->embedding_backward(dW.get(), dout.get(), tokens.get(), vb, vc, N, C);
+  EXPECT_TRUE(close(dW.host(), scaled(g1, 2.0), 0, 1e-6));
+  Buf dW2(*k, vc * C);
+  k->embedding_backward(dW2.get(), dout.get(), tokens.get(), vb, vc, N, C);
+  EXPECT_TRUE(same_bits(dW2.host(), g1));
+}
+
+TEST_F(BasicOpsTest, PositionForwardBackwardWithOffset) {
+  const int64_t B = 3, T = 4, C = 6, t0 = 2, rows = t0 + T + 1;
+  const VecF x = random_vec(B * T * C, 10), wpe = random_vec(rows * C, 11);
+  Buf out(*k, x), W(*k, wpe);
+  k->position_forward(out.get(), W.get(), B, T, C, t0);
+  const VecF o = out.host();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t c = 0; c < C; ++c)
+        ASSERT_EQ(o[(b * T + t) * C + c], x[(b * T + t) * C + c] + wpe[(t0 + t) * C + c]);
+  const VecF R = random_vec(B * T * C, 12);
+  auto L = [&](const VecD& w) {
+    VecD ref(B * T * C);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t c = 0; c < C; ++c) ref[(b * T + t) * C + c] = x[(b * T + t) * C + c] + w[(t0 + t) * C + c];
+    return dot(ref, R);
+  };
+  const VecD fd = fd_gradient(L, to_double(wpe));
+  const VecF base = random_vec(rows * C, 13);
+  Buf dW(*k, base), dout(*k, R);
+  k->position_backward(dW.get(), dout.get(), B, T, C, t0);
+  const VecF g = dW.host();
+  VecD want(rows * C);
+  for (int64_t i = 0; i < rows * C; ++i) want[i] = base[i] + fd[i];
+  EXPECT_TRUE(close(g, want, 1e-6, 1e-6));  // sums of 3 floats
+  // Rows outside [t0, t0+T) are untouched bit for bit.
+  for (int64_t r : {int64_t(0), int64_t(1), rows - 1})
+    for (int64_t c = 0; c < C; ++c) EXPECT_EQ(g[r * C + c], base[r * C + c]);
+}
+
+}  // namespace
+}  // namespace trident::kt

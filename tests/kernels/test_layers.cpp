@@ -1,0 +1,249 @@
+// Matmul (and that its GEMMs reach the BLAS library), LayerNorm, GELU.
+#include <gtest/gtest.h>
+
+#include <Kokkos_Core.hpp>
+#include <string>
+
+#include "kernel_test_util.hpp"
+
+namespace trident::kt {
+namespace {
+
+class LayersTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Kernels> k = make_kokkos_kernels();
+};
+
+// ---------------------------------------------------------------- matmul
+
+TEST_F(LayersTest, MatmulForwardMatchesReference) {
+  const int64_t N = 5, IC = 7, OC = 6;
+  const VecF x = random_vec(N * IC, 20), w = random_vec(OC * IC, 21), b = random_vec(OC, 22);
+  Buf X(*k, x), W(*k, w), Bb(*k, b), out(*k, N * OC);
+  const VecD bd = to_double(b);
+  k->matmul_forward(out.get(), X.get(), W.get(), Bb.get(), N, IC, OC);
+  // 7 products of |.| <= 1 plus a bias: float error <= 8 * 6e-8 * 8 ~ 4e-6.
+  EXPECT_TRUE(close(out.host(), ref_matmul(to_double(x), to_double(w), &bd, N, IC, OC), 1e-5, 1e-5));
+  k->fill(out.get(), 123.0f, N * OC);  // forward overwrites, it does not accumulate
+  k->matmul_forward(out.get(), X.get(), W.get(), nullptr, N, IC, OC);
+  EXPECT_TRUE(close(out.host(), ref_matmul(to_double(x), to_double(w), nullptr, N, IC, OC), 1e-5, 1e-5));
+}
+
+TEST_F(LayersTest, MatmulForwardLargerShapeMatchesReference) {
+  // Big enough for the BLAS blocking/packing paths. 96 products: error <= 96 * 6e-8 * sum|x w|
+  // (~24 for uniform(-1,1) data) ~ 1.4e-4 worst case.
+  const int64_t N = 64, IC = 96, OC = 80;
+  const VecF x = random_vec(N * IC, 23), w = random_vec(OC * IC, 24), b = random_vec(OC, 25);
+  Buf X(*k, x), W(*k, w), Bb(*k, b), out(*k, N * OC);
+  const VecD bd = to_double(b);
+  k->matmul_forward(out.get(), X.get(), W.get(), Bb.get(), N, IC, OC);
+  EXPECT_TRUE(close(out.host(), ref_matmul(to_double(x), to_double(w), &bd, N, IC, OC), 1.5e-4, 0));
+}
+
+struct MatmulCase {
+  static constexpr int64_t N = 5, IC = 7, OC = 6;
+  VecF x = random_vec(N * IC, 30), w = random_vec(OC * IC, 31), b = random_vec(OC, 32);
+  VecF R = random_vec(N * OC, 33);
+  // FD gradients of L = sum(ref_matmul(x, w, b) * R) w.r.t. x, w, b.
+  VecD fd_x, fd_w, fd_b;
+  MatmulCase() {
+    const VecD xd = to_double(x), wd = to_double(w), bd = to_double(b);
+    fd_x = fd_gradient([&](const VecD& v) { return dot(ref_matmul(v, wd, &bd, N, IC, OC), R); }, xd);
+    fd_w = fd_gradient([&](const VecD& v) { return dot(ref_matmul(xd, v, &bd, N, IC, OC), R); }, wd);
+    fd_b = fd_gradient([&](const VecD& v) { return dot(ref_matmul(xd, wd, &v, N, IC, OC), R); }, bd);
+  }
+};
+
+TEST_F(LayersTest, MatmulBackwardMatchesFiniteDifferences) {
+  MatmulCase c;
+  const int64_t N = c.N, IC = c.IC, OC = c.OC;
+  Buf X(*k, c.x), W(*k, c.w), dout(*k, c.R), dX(*k, N * IC), dW(*k, OC * IC), dB(*k, OC);
+  k->matmul_backward(dX.get(), dW.get(), dB.get(), dout.get(), X.get(), W.get(), N, IC, OC);
+  // Float sums of <= 6 products of |.| <= 1: error ~1e-6; 1e-4 still flags any wrong term.
+  EXPECT_TRUE(close(dX.host(), c.fd_x, 1e-4, 1e-4));
+  EXPECT_TRUE(close(dW.host(), c.fd_w, 1e-4, 1e-4));
+  EXPECT_TRUE(close(dB.host(), c.fd_b, 1e-4, 1e-4));
+}
+
+TEST_F(LayersTest, MatmulBackwardAccumulatesAndSkipsNullOutputs) {
+  MatmulCase c;
+  const int64_t N = c.N, IC = c.IC, OC = c.OC;
+  Buf X(*k, c.x), W(*k, c.w), dout(*k, c.R);
+  // Start from non-zero gradients G0: the result must be G0 + 2 g after two calls.
+  const VecF g0x = random_vec(N * IC, 34), g0w = random_vec(OC * IC, 35), g0b = random_vec(OC, 36);
+  Buf dX(*k, g0x), dW(*k, g0w), dB(*k, g0b);
+  for (int rep = 0; rep < 2; ++rep)
+    k->matmul_backward(dX.get(), dW.get(), dB.get(), dout.get(), X.get(), W.get(), N, IC, OC);
+  auto plus2 = [](const VecF& g0, const VecD& g) {
+    VecD r(g.size());
+    for (size_t i = 0; i < g.size(); ++i) r[i] = g0[i] + 2.0 * g[i];
+    return r;
+  };
+  EXPECT_TRUE(close(dX.host(), plus2(g0x, c.fd_x), 2e-4, 1e-4));
+  EXPECT_TRUE(close(dW.host(), plus2(g0w, c.fd_w), 2e-4, 1e-4));
+  EXPECT_TRUE(close(dB.host(), plus2(g0b, c.fd_b), 2e-4, 1e-4));
+
+  // Each output may be null; the others are still produced.
+  Buf dX1(*k, N * IC), dW1(*k, OC * IC), dB1(*k, OC);
+  k->matmul_backward(dX1.get(), nullptr, nullptr, dout.get(), X.get(), W.get(), N, IC, OC);
+  k->matmul_backward(nullptr, dW1.get(), nullptr, dout.get(), X.get(), W.get(), N, IC, OC);
+  k->matmul_backward(nullptr, nullptr, dB1.get(), dout.get(), X.get(), W.get(), N, IC, OC);
+  EXPECT_TRUE(close(dX1.host(), c.fd_x, 1e-4, 1e-4));
+  EXPECT_TRUE(close(dW1.host(), c.fd_w, 1e-4, 1e-4));
+  EXPECT_TRUE(close(dB1.host(), c.fd_b, 1e-4, 1e-4));
+}
+
+TEST_F(LayersTest, MatmulIsDeterministic) {
+  const int64_t N = 48, IC = 64, OC = 40;
+  const VecF x = random_vec(N * IC, 37), w = random_vec(OC * IC, 38), b = random_vec(OC, 39),
+             r = random_vec(N * OC, 40);
+  Buf X(*k, x), W(*k, w), Bb(*k, b), dout(*k, r);
+  VecF first[4];
+  for (int rep = 0; rep < 2; ++rep) {
+    Buf out(*k, N * OC), dX(*k, N * IC), dW(*k, OC * IC), dB(*k, OC);
+    k->matmul_forward(out.get(), X.get(), W.get(), Bb.get(), N, IC, OC);
+    k->matmul_backward(dX.get(), dW.get(), dB.get(), dout.get(), X.get(), W.get(), N, IC, OC);
+    const VecF got[4] = {out.host(), dX.host(), dW.host(), dB.host()};
+    for (int i = 0; i < 4; ++i) {
+      if (rep == 0)
+        first[i] = got[i];
+      else
+        EXPECT_TRUE(same_bits(first[i], got[i])) << "output " << i;
+    }
+  }
+}
+
+// Every GEMM must reach the BLAS library: KokkosBlas::gemm pushes a profiling region named after
+// the implementation it picked ("[TPL_BLAS,float]" for sgemm, "[ETI]"/"[noETI]" for its own kernel).
+std::vector<std::string>* g_regions = nullptr;
+void record_region(const char* name) {
+  if (g_regions) g_regions->push_back(name);
+}
+
+TEST_F(LayersTest, AllGemmsDispatchToBlas) {
+  std::vector<std::string> regions;
+  g_regions = &regions;
+  Kokkos::Tools::Experimental::set_push_region_callback(record_region);
+  const int64_t N = 6, IC = 8, OC = 5;
+  Buf X(*k, random_vec(N * IC, 41)), W(*k, random_vec(OC * IC, 42)), out(*k, N * OC);
+  Buf dX(*k, N * IC), dW(*k, OC * IC), dB(*k, OC);
+  k->matmul_forward(out.get(), X.get(), W.get(), nullptr, N, IC, OC);
+  k->matmul_backward(dX.get(), dW.get(), dB.get(), out.get(), X.get(), W.get(), N, IC, OC);
+  const int64_t B = 2, T = 5, NH = 3, HD = 4, C = NH * HD;
+  Buf qkv(*k, random_vec(B * T * 3 * C, 43)), y(*k, B * T * C), att(*k, B * NH * T * T),
+      dqkv(*k, B * T * 3 * C);
+  k->attention_forward(y.get(), att.get(), qkv.get(), B, T, NH, HD);
+  k->attention_backward(dqkv.get(), y.get(), qkv.get(), att.get(), B, T, NH, HD);
+  k->fence();
+  Kokkos::Tools::Experimental::set_push_region_callback(nullptr);
+  g_regions = nullptr;
+  int blas = 0, other = 0;
+  for (const auto& r : regions) {
+    if (r == "KokkosBlas::gemm[TPL_BLAS,float]")
+      ++blas;
+    else if (r.rfind("KokkosBlas::gemm", 0) == 0)
+      ++other;
+  }
+  // matmul: 1 forward + 2 backward; attention: 2 per head forward, 4 per head backward.
+  EXPECT_EQ(blas, 1 + 2 + 2 * B * NH + 4 * B * NH);
+  EXPECT_EQ(other, 0);
+}
+
+// ---------------------------------------------------------------- LayerNorm
+
+struct LayerNormCase {
+  static constexpr int64_t N = 4, C = 9;
+  VecF x = random_vec(N * C, 50, -2.0f, 2.0f), w = random_vec(C, 51, 0.5f, 1.5f), b = random_vec(C, 52);
+  VecF R = random_vec(N * C, 53);
+};
+
+TEST_F(LayersTest, LayerNormForwardMatchesReference) {
+  LayerNormCase c;
+  const int64_t N = c.N, C = c.C;
+  Buf X(*k, c.x), W(*k, c.w), Bb(*k, c.b), out(*k, N * C), mean(*k, N), rstd(*k, N);
+  k->layernorm_forward(out.get(), mean.get(), rstd.get(), X.get(), W.get(), Bb.get(), N, C);
+  VecD m, rs;
+  const VecD ref = ref_layernorm(to_double(c.x), to_double(c.w), to_double(c.b), N, C, &m, &rs);
+  // Statistics in double, outputs rounded to float once or twice: a few ulp.
+  EXPECT_TRUE(close(out.host(), ref, 1e-6, 1e-6));
+  EXPECT_TRUE(close(mean.host(), m, 1e-7, 1e-6));
+  EXPECT_TRUE(close(rstd.host(), rs, 0, 1e-6));
+}
+
+TEST_F(LayersTest, LayerNormLargeOffsetStaysAccurate) {
+  // x = 1000 + u, |u| <= 1, C = 768: a single-pass float E[x^2] - E[x]^2 would lose every digit of
+  // the variance (~1/3 against rounding of ~1e6 * 6e-8 * sqrt(768)); double two-pass keeps ~1e-6.
+  const int64_t N = 3, C = 768;
+  VecF x = random_vec(N * C, 54);
+  for (auto& v : x) v += 1000.0f;
+  const VecF w = random_vec(C, 55, 0.5f, 1.5f), b = random_vec(C, 56);
+  Buf X(*k, x), W(*k, w), Bb(*k, b), out(*k, N * C), mean(*k, N), rstd(*k, N);
+  k->layernorm_forward(out.get(), mean.get(), rstd.get(), X.get(), W.get(), Bb.get(), N, C);
+  VecD m, rs;
+  const VecD ref = ref_layernorm(to_double(x), to_double(w), to_double(b), N, C, &m, &rs);
+  EXPECT_TRUE(close(out.host(), ref, 1e-5, 1e-5));
+  EXPECT_TRUE(close(rstd.host(), rs, 0, 1e-6));
+}
+
+TEST_F(LayersTest, LayerNormBackwardMatchesFiniteDifferences) {
+  LayerNormCase c;
+  const int64_t N = c.N, C = c.C;
+  const VecD xd = to_double(c.x), wd = to_double(c.w), bd = to_double(c.b);
+  const VecD fx = fd_gradient([&](const VecD& v) { return dot(ref_layernorm(v, wd, bd, N, C), c.R); }, xd);
+  const VecD fw = fd_gradient([&](const VecD& v) { return dot(ref_layernorm(xd, v, bd, N, C), c.R); }, wd);
+  const VecD fb = fd_gradient([&](const VecD& v) { return dot(ref_layernorm(xd, wd, v, N, C), c.R); }, bd);
+
+  Buf X(*k, c.x), W(*k, c.w), Bb(*k, c.b), out(*k, N * C), mean(*k, N), rstd(*k, N), dout(*k, c.R);
+  k->layernorm_forward(out.get(), mean.get(), rstd.get(), X.get(), W.get(), Bb.get(), N, C);
+  Buf dX(*k, N * C), dW(*k, C), dB(*k, C);
+  k->layernorm_backward(dX.get(), dW.get(), dB.get(), dout.get(), X.get(), W.get(), mean.get(), rstd.get(), N, C);
+  // Double internals; float inputs/outputs and the saved float mean/rstd (rel. 6e-8): error ~1e-6.
+  const VecF gx = dX.host(), gw = dW.host(), gb = dB.host();
+  EXPECT_TRUE(close(gx, fx, 1e-5, 1e-4));
+  EXPECT_TRUE(close(gw, fw, 1e-5, 1e-4));
+  EXPECT_TRUE(close(gb, fb, 1e-5, 1e-4));
+
+  // Accumulates: a second call doubles every gradient; and bit-identical on a rerun.
+  k->layernorm_backward(dX.get(), dW.get(), dB.get(), dout.get(), X.get(), W.get(), mean.get(), rstd.get(), N, C);
+  EXPECT_TRUE(same_bits(dX.host(), to_float(scaled(gx, 2.0))));
+  EXPECT_TRUE(same_bits(dW.host(), to_float(scaled(gw, 2.0))));
+  EXPECT_TRUE(same_bits(dB.host(), to_float(scaled(gb, 2.0))));
+  Buf dX2(*k, N * C), dW2(*k, C), dB2(*k, C), out2(*k, N * C);
+  k->layernorm_forward(out2.get(), mean.get(), rstd.get(), X.get(), W.get(), Bb.get(), N, C);
+  EXPECT_TRUE(same_bits(out2.host(), out.host()));
+  k->layernorm_backward(dX2.get(), dW2.get(), dB2.get(), dout.get(), X.get(), W.get(), mean.get(), rstd.get(), N, C);
+  EXPECT_TRUE(same_bits(dX2.host(), gx));
+  EXPECT_TRUE(same_bits(dW2.host(), gw));
+  EXPECT_TRUE(same_bits(dB2.host(), gb));
+}
+
+// ---------------------------------------------------------------- GELU
+
+TEST_F(LayersTest, GeluForwardMatchesReference) {
+  VecF x = random_vec(200, 60, -6.0f, 6.0f);
+  x.insert(x.end(), {0.0f, 1.0f, -1.0f, 20.0f, -20.0f, 1e-4f});
+  Buf X(*k, x), out(*k, int64_t(x.size()));
+  k->gelu_forward(out.get(), X.get(), int64_t(x.size()));
+  // tanhf is within a few ulp; near x ~ -3 the factor 1 + tanh cancels, costing ~1e-7 absolute.
+  const VecF o = out.host();
+  EXPECT_TRUE(close(o, ref_gelu(to_double(x)), 3e-7, 2e-6));
+  // Spot values: gelu(1) = 0.8411919906 (tanh form), gelu(20) = 20, gelu(-20) = 0.
+  EXPECT_NEAR(o[201], 0.8411919906, 2e-7);
+  EXPECT_EQ(o[203], 20.0f);
+  EXPECT_EQ(o[204], 0.0f);
+}
+
+TEST_F(LayersTest, GeluBackwardMatchesFiniteDifferencesAndAccumulates) {
+  const int64_t n = 64;
+  const VecF x = random_vec(n, 61, -5.0f, 5.0f), R = random_vec(n, 62);
+  const VecD fd = fd_gradient([&](const VecD& v) { return dot(ref_gelu(v), R); }, to_double(x));
+  Buf X(*k, x), dout(*k, R), dX(*k, n);
+  k->gelu_backward(dX.get(), X.get(), dout.get(), n);
+  const VecF g = dX.host();
+  EXPECT_TRUE(close(g, fd, 1e-6, 1e-5));  // float evaluation of the closed-form derivative
+  k->gelu_backward(dX.get(), X.get(), dout.get(), n);
+  EXPECT_TRUE(same_bits(dX.host(), to_float(scaled(g, 2.0))));  // g + g is exact
+}
+
+}  // namespace
+}  // namespace trident::kt
