@@ -128,3 +128,32 @@ TEST(TensorParallel, CommunicationVolumePerLayerMatchesAnalytic) {
 
 }  // namespace
 }  // namespace trident::test
+
+namespace trident::test {
+namespace {
+
+// model.init_from: a Hugging Face safetensors file gives the same global model whatever tp is.
+TEST(TensorParallel, InitFromSafetensorsGivesTheSerialModel) {
+  const Config base = small_deck(1009, {});
+  const GptShapes shapes = GptShapes::from(base.model);
+  const ParameterLayout global(shapes);
+  std::vector<float> weights(global.total());
+  init_parameters(global, 0.05, /*seed=*/99, weights.data());
+  const std::string path = make_temp_dir("trident-initfrom") + fmt::format("/w{}.safetensors", world_rank());
+  save_hf_safetensors(global, weights.data(), path);
+
+  const RunResult serial = run_steps(small_deck(1009, {"model.init_from=" + path}), nullptr, 2);
+  auto overrides = layout_overrides(true, "none", 8);
+  overrides.push_back("model.init_from=" + path);
+  const Config cfg = small_deck(1009, overrides);
+  ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
+  const RunResult par = run_steps(cfg, &mesh, 2);
+  for (size_t s = 0; s < 2; ++s)
+    EXPECT_NEAR(par.losses[s], serial.losses[s], kLossTol * serial.losses[s]) << "step " << s + 1;
+  // And the loaded weights are the file's (not the seeded init of the deck).
+  const RunResult fresh = run_steps(small_deck(1009, {}), nullptr, 1);
+  EXPECT_GT(std::abs(fresh.losses[0] - serial.losses[0]), 1e-6);
+}
+
+}  // namespace
+}  // namespace trident::test
