@@ -39,8 +39,14 @@ int run_topology(const DeckArgs& args) {
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   const Config cfg = load_deck_logged(args, DeckOptions{world});
   ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
+  // With the cuda backend every group gets its NCCL mirror, one GPU per rank by local rank.
+  if (cfg.runtime.backend == Backend::Cuda) mesh.attach_nccl();
   const std::string text = mesh.describe();
-  if (mesh.world_rank() == 0) std::cout << text << std::flush;
+  if (mesh.world_rank() == 0) {
+    std::cout << text;
+    if (cfg.runtime.backend == Backend::Cuda) std::cout << "NCCL: every TP, PP, DP and world group mirrored\n";
+    std::cout << std::flush;
+  }
   return 0;
 }
 

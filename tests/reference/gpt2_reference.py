@@ -1,0 +1,490 @@
+#!/usr/bin/python3
+"""An independent PyTorch reference of GPT-2, for the trident `reference` tests.
+
+Written from the GPT-2 definition alone (no trident code, no `transformers`, no `safetensors`
+package): plain torch for the model and optimizer, json + numpy for the file formats. Run it with
+Debian's interpreter (/usr/bin/python3, package python3-torch).
+
+The model (Hugging Face GPT-2 names and layout):
+  x = wte[tokens] + wpe[0:T]
+  per layer l:  x += c_proj(attn(LN1(x)));  x += mlp.c_proj(gelu_tanh(mlp.c_fc(LN2(x))))
+  logits = LN_f(x) @ wte^T  (tied; `lm_head.weight` [V, C] when present), loss = mean cross-entropy
+LayerNorm eps 1e-5. Conv1D weights (attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj) are [in, out]:
+y = x @ W + b. c_attn's output columns are q | k | v, each split into NH contiguous heads of HD.
+Causal attention with scale 1/sqrt(HD).
+
+Data: llm.c token shards (header of 256 int32: magic 20240520, version 1, count; then uint16 tokens).
+Sample j of 0-based step s is the window of T+1 tokens starting at ((s*global_batch + j)*T) mod n,
+continuing from token 0 past the end; inputs are its first T tokens, targets its last T.
+
+Subcommands (every output is also summarised as JSON on stdout):
+  make-weights  random GPT-2 weights (F32 safetensors) with non-trivial biases and LayerNorm params
+  make-data     a random-but-learnable llm.c token shard
+  grads         loss and every parameter gradient of one batch, in float64 (and float32 for scale)
+  train         N AdamW steps with warm-up + decay schedule, gradient accumulation and clipping
+  compare       two safetensors files hold the same tensors, bit for bit (export round trip)
+  selftest      the reference against torch's own ops and a naive per-head, per-position attention
+"""
+import argparse
+import json
+import math
+import re
+import struct
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+LN_EPS = 1e-5
+
+# ---------------------------------------------------------------------------------------------
+# safetensors: uint64 LE header length N, N bytes of JSON header, raw little-endian data.
+
+_NP_DTYPES = {"F32": "<f4", "F64": "<f8", "F16": "<f2", "I32": "<i4", "I64": "<i8"}
+
+
+def read_safetensors(path):
+    """Returns (dict name -> numpy array (a copy), metadata dict)."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + n].decode("utf-8"))
+    data = blob[8 + n:]
+    meta = header.pop("__metadata__", {})
+    out = {}
+    for name, info in header.items():
+        begin, end = info["data_offsets"]
+        if info["dtype"] == "BF16":
+            bits = np.frombuffer(data[begin:end], dtype="<u2").astype(np.uint32) << 16
+            arr = bits.view(np.float32)
+        else:
+            arr = np.frombuffer(data[begin:end], dtype=_NP_DTYPES[info["dtype"]])
+        out[name] = (info["dtype"], arr.reshape(info["shape"]).copy())
+    return out, meta
+
+
+def write_safetensors(path, tensors, dtype="F32", metadata=None):
+    """tensors: dict name -> array-like; written as `dtype` (F32 or F64), in name order."""
+    np_dtype = _NP_DTYPES[dtype]
+    header = {}
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    chunks = []
+    offset = 0
+    for name in sorted(tensors):
+        arr = np.ascontiguousarray(np.asarray(tensors[name], dtype=np.float64).astype(np_dtype))
+        raw = arr.tobytes()
+        header[name] = {"dtype": dtype, "shape": list(arr.shape), "data_offsets": [offset, offset + len(raw)]}
+        chunks.append(raw)
+        offset += len(raw)
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for raw in chunks:
+            f.write(raw)
+
+
+# ---------------------------------------------------------------------------------------------
+# Data.
+
+LLMC_MAGIC = 20240520
+
+
+def write_llmc(path, tokens):
+    header = np.zeros(256, dtype="<i4")
+    header[0], header[1], header[2] = LLMC_MAGIC, 1, len(tokens)
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        f.write(np.asarray(tokens, dtype="<u2").tobytes())
+
+
+def read_llmc(path):
+    with open(path, "rb") as f:
+        blob = f.read()
+    header = np.frombuffer(blob[:1024], dtype="<i4")
+    if header[0] != LLMC_MAGIC or header[1] != 1:
+        raise SystemExit(f"{path}: not an llm.c shard (magic {header[0]}, version {header[1]})")
+    n = int(header[2])
+    return np.frombuffer(blob[1024:1024 + 2 * n], dtype="<u2").astype(np.int64)
+
+
+def batch(tokens, step, first, count, T, global_batch):
+    """Samples first..first+count-1 of 0-based `step`: (inputs, targets), each [count, T] int64."""
+    n = len(tokens)
+    xs, ys = [], []
+    for j in range(first, first + count):
+        start = ((step * global_batch + j) * T) % n
+        window = tokens[(start + np.arange(T + 1)) % n]
+        xs.append(window[:T])
+        ys.append(window[1:])
+    return torch.tensor(np.stack(xs)), torch.tensor(np.stack(ys))
+
+
+# ---------------------------------------------------------------------------------------------
+# The model.
+
+class Dims:
+    def __init__(self, weights, heads):
+        self.V, self.C = weights["transformer.wte.weight"].shape
+        self.T = weights["transformer.wpe.weight"].shape[0]
+        self.L = len({int(m.group(1)) for k in weights for m in [re.match(r"transformer\.h\.(\d+)\.", k)] if m})
+        self.F = weights["transformer.h.0.mlp.c_fc.weight"].shape[1]
+        self.NH = heads
+        if self.C % heads:
+            raise SystemExit(f"hidden {self.C} is not divisible by heads {heads}")
+        self.HD = self.C // heads
+        self.tied = "lm_head.weight" not in weights
+
+
+def layer_norm(x, w, b):
+    # Written out (not F.layer_norm) so that the reference spells the definition: biased variance.
+    mean = x.mean(dim=-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + LN_EPS) * w + b
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def forward(P, d, idx, targets):
+    """Sum over positions of the cross-entropy, and the per-position mean."""
+    B, T = idx.shape
+    x = P["transformer.wte.weight"][idx] + P["transformer.wpe.weight"][:T].unsqueeze(0)
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    for l in range(d.L):
+        p = f"transformer.h.{l}."
+        h = layer_norm(x, P[p + "ln_1.weight"], P[p + "ln_1.bias"])
+        qkv = h @ P[p + "attn.c_attn.weight"] + P[p + "attn.c_attn.bias"]  # [B, T, 3C]
+        q, k, v = qkv.split(d.C, dim=-1)
+        q = q.reshape(B, T, d.NH, d.HD).transpose(1, 2)  # [B, NH, T, HD]
+        k = k.reshape(B, T, d.NH, d.HD).transpose(1, 2)
+        v = v.reshape(B, T, d.NH, d.HD).transpose(1, 2)
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(d.HD)
+        scores = scores.masked_fill(~mask, float("-inf"))
+        att = torch.softmax(scores, dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, d.C)
+        x = x + (y @ P[p + "attn.c_proj.weight"] + P[p + "attn.c_proj.bias"])
+        h = layer_norm(x, P[p + "ln_2.weight"], P[p + "ln_2.bias"])
+        h = gelu_tanh(h @ P[p + "mlp.c_fc.weight"] + P[p + "mlp.c_fc.bias"])
+        x = x + (h @ P[p + "mlp.c_proj.weight"] + P[p + "mlp.c_proj.bias"])
+    x = layer_norm(x, P["transformer.ln_f.weight"], P["transformer.ln_f.bias"])
+    head = P["transformer.wte.weight"] if d.tied else P["lm_head.weight"]
+    logits = x @ head.t()  # [B, T, V]
+    return F.cross_entropy(logits.reshape(-1, d.V), targets.reshape(-1), reduction="sum")
+
+
+def load_params(path, dtype, heads):
+    raw, _ = read_safetensors(path)
+    weights = {}
+    for name, (_, arr) in raw.items():
+        # Hugging Face files saved from GPT2Model lack the "transformer." prefix.
+        key = name if name.startswith("transformer.") or name == "lm_head.weight" else "transformer." + name
+        weights[key] = arr
+    d = Dims(weights, heads)
+    P = {k: torch.tensor(v, dtype=dtype, requires_grad=True) for k, v in weights.items()
+         if not k.endswith(".attn.bias") and not k.endswith(".attn.masked_bias")}
+    return P, d
+
+
+# ---------------------------------------------------------------------------------------------
+# Subcommands.
+
+def cmd_make_weights(a):
+    rng = np.random.default_rng(a.seed)
+    V, T, L, C = a.vocab, a.seq, a.layers, a.hidden
+    Fw = a.ffn if a.ffn > 0 else 4 * C
+    if C % a.heads:
+        raise SystemExit("hidden must be divisible by heads")
+
+    def normal(shape, std):
+        return rng.standard_normal(shape) * std
+
+    W = {
+        "transformer.wte.weight": normal((V, C), 0.1),
+        "transformer.wpe.weight": normal((T, C), 0.1),
+        "transformer.ln_f.weight": 1.0 + normal((C,), 0.1),
+        "transformer.ln_f.bias": normal((C,), 0.05),
+    }
+    proj_std = 0.1 / math.sqrt(2 * L)
+    for l in range(L):
+        p = f"transformer.h.{l}."
+        # Non-trivial LayerNorm parameters and biases, so that their handling matters.
+        W[p + "ln_1.weight"] = 1.0 + normal((C,), 0.1)
+        W[p + "ln_1.bias"] = normal((C,), 0.05)
+        W[p + "attn.c_attn.weight"] = normal((C, 3 * C), 0.15)  # Conv1D [in, out]; sharp-ish attention
+        W[p + "attn.c_attn.bias"] = normal((3 * C,), 0.05)
+        W[p + "attn.c_proj.weight"] = normal((C, C), proj_std)
+        W[p + "attn.c_proj.bias"] = normal((C,), 0.05)
+        W[p + "ln_2.weight"] = 1.0 + normal((C,), 0.1)
+        W[p + "ln_2.bias"] = normal((C,), 0.05)
+        W[p + "mlp.c_fc.weight"] = normal((C, Fw), 0.1)
+        W[p + "mlp.c_fc.bias"] = normal((Fw,), 0.05)
+        W[p + "mlp.c_proj.weight"] = normal((Fw, C), proj_std)
+        W[p + "mlp.c_proj.bias"] = normal((C,), 0.05)
+    if a.untied:
+        W["lm_head.weight"] = normal((V, C), 0.1)
+    write_safetensors(a.out, W, "F32", {"format": "pt", "producer": "gpt2_reference.py"})
+    print(json.dumps({"out": a.out, "tensors": len(W), "params": int(sum(v.size for v in W.values()))}))
+
+
+def cmd_make_data(a):
+    rng = np.random.default_rng(a.seed)
+    # A short repeated phrase with 20% noise: random enough for a real loss, learnable enough that
+    # training moves it.
+    phrase = rng.integers(0, a.vocab, size=a.period)
+    tokens = phrase[np.arange(a.tokens) % a.period]
+    noise = rng.random(a.tokens) < 0.2
+    tokens[noise] = rng.integers(0, a.vocab, size=int(noise.sum()))
+    write_llmc(a.out, tokens)
+    print(json.dumps({"out": a.out, "tokens": int(a.tokens)}))
+
+
+def loss_and_grads(a, dtype):
+    P, d = load_params(a.weights, dtype, a.heads)
+    tokens = read_llmc(a.data)
+    x, y = batch(tokens, a.step, 0, a.batch, d.T, a.batch)
+    loss = forward(P, d, x, y) / (a.batch * d.T)  # mean over the batch's positions
+    loss.backward()
+    return float(loss.item()), {k: p.grad.detach().clone() for k, p in P.items()}
+
+
+def cmd_grads(a):
+    loss64, g64 = loss_and_grads(a, torch.float64)
+    loss32, g32 = loss_and_grads(a, torch.float32)
+    # The float32 run only shows the scale of single-precision error; the expected values are float64.
+    f32_err = {k: float((g32[k].double() - g64[k]).norm() / g64[k].norm()) for k in g64}
+    write_safetensors(a.out, {k: v.numpy() for k, v in g64.items()}, "F64", {"loss": repr(loss64)})
+    result = {
+        "loss": loss64,
+        "loss_f32": loss32,
+        "loss_f32_rel_err": abs(loss32 - loss64) / abs(loss64),
+        "grad_norm": math.sqrt(sum(float((g ** 2).sum()) for g in g64.values())),
+        "grads": a.out,
+        "max_grad_rel_err_f32": max(f32_err.values()),
+    }
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(result, f, indent=1)
+    print(json.dumps(result))
+
+
+def learning_rate(step, a):
+    """Step counts from 1: linear warm-up to lr over warmup steps, then constant or a cosine / linear
+    decay reaching min_lr at the last step."""
+    if step <= a.warmup:
+        return a.lr * step / a.warmup
+    if a.schedule == "constant":
+        return a.lr
+    decay_steps = a.steps - a.warmup
+    progress = 1.0 if decay_steps <= 0 else min(1.0, (step - a.warmup) / decay_steps)
+    if a.schedule == "linear":
+        return a.lr - (a.lr - a.min_lr) * progress
+    return a.min_lr + 0.5 * (a.lr - a.min_lr) * (1.0 + math.cos(math.pi * progress))
+
+
+def cmd_train(a):
+    # float64 by default: the expected losses are then (nearly) exact, and the tolerance of the test
+    # bounds trident's own float32 error instead of the sum of two float32 errors that could cancel or
+    # add. The model is small, so double costs nothing here. --dtype float32 is there to measure how
+    # far an fp32 PyTorch run drifts from the float64 one (the scale the tolerance is set against).
+    dtype = torch.float64 if a.dtype == "float64" else torch.float32
+    P, d = load_params(a.weights, dtype, a.heads)
+    tokens = read_llmc(a.data)
+    if a.global_batch % a.micro_batch:
+        raise SystemExit("global_batch must be a multiple of micro_batch")
+    # Weight decay on tensors of 2 or more dimensions (embeddings, matrices), not on biases / LN.
+    decay = [p for p in P.values() if p.dim() >= 2]
+    no_decay = [p for p in P.values() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps, foreach=False)
+    params = list(P.values())
+    positions = a.global_batch * d.T
+    history = []
+    for step in range(1, a.steps + 1):
+        lr = learning_rate(step, a)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        opt.zero_grad(set_to_none=True)
+        loss_sum = 0.0
+        for mb in range(a.global_batch // a.micro_batch):
+            x, y = batch(tokens, step - 1, mb * a.micro_batch, a.micro_batch, d.T, a.global_batch)
+            s = forward(P, d, x, y)
+            (s / positions).backward()  # gradients accumulate over micro-batches
+            loss_sum += float(s.item())
+        if a.grad_clip > 0:
+            norm = float(torch.nn.utils.clip_grad_norm_(params, a.grad_clip))
+        else:
+            norm = math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in params))
+        opt.step()
+        history.append({"step": step, "lr": lr, "loss": loss_sum / positions, "grad_norm": norm,
+                        "clipped": bool(a.grad_clip > 0 and norm > a.grad_clip)})
+    result = {"dtype": a.dtype, "steps": history}
+    if a.out_weights:
+        write_safetensors(a.out_weights, {k: p.detach().numpy() for k, p in P.items()}, "F64")
+        result["weights"] = a.out_weights
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(result, f, indent=1)
+    print(json.dumps(result))
+
+
+def cmd_compare(a):
+    A, _ = read_safetensors(a.expected)
+    B, _ = read_safetensors(a.actual)
+    problems = []
+    if sorted(A) != sorted(B):
+        problems.append(f"tensor names differ: only in expected {sorted(set(A) - set(B))}, "
+                        f"only in actual {sorted(set(B) - set(A))}")
+    for name in sorted(set(A) & set(B)):
+        (da, xa), (db, xb) = A[name], B[name]
+        if da != db or xa.shape != xb.shape:
+            problems.append(f"{name}: {da}{list(xa.shape)} vs {db}{list(xb.shape)}")
+        elif not np.array_equal(xa.view(np.uint8), xb.view(np.uint8)):
+            diff = int(np.count_nonzero(xa != xb))
+            problems.append(f"{name}: {diff} of {xa.size} values differ (max |d| {np.abs(xa - xb).max()})")
+    print(json.dumps({"equal": not problems, "tensors": len(A), "problems": problems}))
+    return 1 if problems else 0
+
+
+def cmd_selftest(a):
+    """Checks the hand-written pieces against independent formulations, in float64."""
+    torch.manual_seed(1)
+    errors = {}
+    x = torch.randn(5, 7, 24, dtype=torch.float64)
+    w, b = torch.randn(24, dtype=torch.float64), torch.randn(24, dtype=torch.float64)
+    errors["layer_norm"] = float((layer_norm(x, w, b) - F.layer_norm(x, (24,), w, b, LN_EPS)).abs().max())
+    errors["gelu_tanh"] = float((gelu_tanh(x) - F.gelu(x, approximate="tanh")).abs().max())
+
+    # One layer's attention against a per-head, per-position loop over the visible keys.
+    class D:
+        pass
+    d = D()
+    d.V, d.C, d.T, d.L, d.F, d.NH, d.HD, d.tied = 11, 12, 6, 1, 20, 3, 4, True
+    rng = np.random.default_rng(0)
+    P = {"transformer.wte.weight": rng.standard_normal((d.V, d.C)), "transformer.wpe.weight": rng.standard_normal((d.T, d.C)),
+         "transformer.ln_f.weight": np.ones(d.C), "transformer.ln_f.bias": np.zeros(d.C)}
+    p = "transformer.h.0."
+    shapes = {"ln_1.weight": (d.C,), "ln_1.bias": (d.C,), "attn.c_attn.weight": (d.C, 3 * d.C),
+              "attn.c_attn.bias": (3 * d.C,), "attn.c_proj.weight": (d.C, d.C), "attn.c_proj.bias": (d.C,),
+              "ln_2.weight": (d.C,), "ln_2.bias": (d.C,), "mlp.c_fc.weight": (d.C, d.F), "mlp.c_fc.bias": (d.F,),
+              "mlp.c_proj.weight": (d.F, d.C), "mlp.c_proj.bias": (d.C,)}
+    for k, shp in shapes.items():
+        P[p + k] = rng.standard_normal(shp) * 0.5
+    P = {k: torch.tensor(v) for k, v in P.items()}
+    idx = torch.tensor(rng.integers(0, d.V, size=(2, d.T)))
+    tgt = torch.tensor(rng.integers(0, d.V, size=(2, d.T)))
+
+    def naive_loss():
+        total = 0.0
+        for bb in range(2):
+            xs = [P["transformer.wte.weight"][idx[bb, t]] + P["transformer.wpe.weight"][t] for t in range(d.T)]
+            hs = [layer_norm(v, P[p + "ln_1.weight"], P[p + "ln_1.bias"]) for v in xs]
+            qkv = [h @ P[p + "attn.c_attn.weight"] + P[p + "attn.c_attn.bias"] for h in hs]
+            ys = []
+            for t in range(d.T):
+                y = torch.zeros(d.C, dtype=torch.float64)
+                for hh in range(d.NH):
+                    sl = slice(hh * d.HD, (hh + 1) * d.HD)
+                    q = qkv[t][0:d.C][sl]
+                    sc = torch.stack([q @ qkv[s][d.C:2 * d.C][sl] / math.sqrt(d.HD) for s in range(t + 1)])
+                    pr = torch.exp(sc - sc.max()) / torch.exp(sc - sc.max()).sum()
+                    y[sl] = sum(pr[s] * qkv[s][2 * d.C:][sl] for s in range(t + 1))
+                ys.append(y)
+            for t in range(d.T):
+                x1 = xs[t] + ys[t] @ P[p + "attn.c_proj.weight"] + P[p + "attn.c_proj.bias"]
+                h = layer_norm(x1, P[p + "ln_2.weight"], P[p + "ln_2.bias"])
+                h = F.gelu(h @ P[p + "mlp.c_fc.weight"] + P[p + "mlp.c_fc.bias"], approximate="tanh")
+                x2 = x1 + h @ P[p + "mlp.c_proj.weight"] + P[p + "mlp.c_proj.bias"]
+                logits = layer_norm(x2, P["transformer.ln_f.weight"], P["transformer.ln_f.bias"]) @ P["transformer.wte.weight"].t()
+                total += float(torch.logsumexp(logits, 0) - logits[tgt[bb, t]])
+        return total
+
+    model_loss, naive = float(forward(P, d, idx, tgt)), naive_loss()
+    errors["model_vs_naive_loss"] = abs(model_loss - naive) / abs(naive)
+    # The safetensors writer and reader round trip.
+    import os
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        f = os.path.join(tmp, "t.safetensors")
+        arrs = {"b": np.arange(6, dtype=np.float32).reshape(2, 3), "a": np.float32([1.5, -2.25])}
+        write_safetensors(f, arrs, "F32", {"k": "v"})
+        back, meta = read_safetensors(f)
+        errors["safetensors_round_trip"] = float(max(np.abs(back[k][1] - v).max() for k, v in arrs.items())) + \
+            (0.0 if meta == {"k": "v"} else 1.0)
+    ok = all(v < 1e-10 for v in errors.values())
+    print(json.dumps({"ok": ok, "errors": errors}))
+    return 0 if ok else 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    w = sub.add_parser("make-weights")
+    w.add_argument("--out", required=True)
+    w.add_argument("--vocab", type=int, required=True)
+    w.add_argument("--seq", type=int, required=True)
+    w.add_argument("--layers", type=int, required=True)
+    w.add_argument("--hidden", type=int, required=True)
+    w.add_argument("--heads", type=int, required=True)
+    w.add_argument("--ffn", type=int, default=0)
+    w.add_argument("--untied", action="store_true")
+    w.add_argument("--seed", type=int, default=0)
+
+    m = sub.add_parser("make-data")
+    m.add_argument("--out", required=True)
+    m.add_argument("--vocab", type=int, required=True)
+    m.add_argument("--tokens", type=int, required=True)
+    m.add_argument("--period", type=int, default=97)
+    m.add_argument("--seed", type=int, default=0)
+
+    g = sub.add_parser("grads")
+    g.add_argument("--weights", required=True)
+    g.add_argument("--data", required=True)
+    g.add_argument("--heads", type=int, required=True)
+    g.add_argument("--batch", type=int, required=True)
+    g.add_argument("--step", type=int, default=0)
+    g.add_argument("--out", required=True)
+    g.add_argument("--json")
+
+    t = sub.add_parser("train")
+    t.add_argument("--weights", required=True)
+    t.add_argument("--data", required=True)
+    t.add_argument("--heads", type=int, required=True)
+    t.add_argument("--steps", type=int, required=True)
+    t.add_argument("--global-batch", type=int, required=True)
+    t.add_argument("--micro-batch", type=int, required=True)
+    t.add_argument("--lr", type=float, required=True)
+    t.add_argument("--min-lr", type=float, default=0.0)
+    t.add_argument("--warmup", type=int, default=0)
+    t.add_argument("--schedule", choices=["constant", "cosine", "linear"], default="cosine")
+    t.add_argument("--weight-decay", type=float, default=0.1)
+    t.add_argument("--beta1", type=float, default=0.9)
+    t.add_argument("--beta2", type=float, default=0.95)
+    t.add_argument("--eps", type=float, default=1e-8)
+    t.add_argument("--grad-clip", type=float, default=1.0)
+    t.add_argument("--dtype", choices=["float64", "float32"], default="float64")
+    t.add_argument("--out-weights")
+    t.add_argument("--json")
+
+    c = sub.add_parser("compare")
+    c.add_argument("expected")
+    c.add_argument("actual")
+
+    sub.add_parser("selftest")
+
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    fn = {"make-weights": cmd_make_weights, "make-data": cmd_make_data, "grads": cmd_grads,
+          "train": cmd_train, "compare": cmd_compare,
+          "selftest": cmd_selftest}[a.cmd]
+    return fn(a) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
