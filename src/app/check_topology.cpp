@@ -7,6 +7,7 @@
 #include "app/commands.hpp"
 #include "comm/mesh.hpp"
 #include "core/log.hpp"
+#include "planner/plan_command.hpp"
 
 namespace trident {
 
@@ -30,6 +31,7 @@ int run_check(const DeckArgs& args) {
       "head dim             {}\n",
       parameter_count(m), parameter_count(m) / 1e9, cfg.tokens_per_step(), cfg.micro_batches_per_step(),
       cfg.train.micro_batch, cfg.mesh.dp, cfg.mesh.world_size(), cfg.mesh.tp, cfg.mesh.pp, cfg.mesh.dp, m.head_dim());
+  std::cout << planner::check_memory_report(cfg);
   std::cout << "deck OK\n";
   return 0;
 }

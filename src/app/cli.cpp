@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "core/fatal.hpp"
 #include "core/log.hpp"
+#include "planner/plan_command.hpp"
 #include "trident_version.hpp"
 
 namespace trident {
@@ -45,6 +46,9 @@ int parse_and_run(int argc, char** argv) {
   auto* topology = app.add_subcommand("topology", "Print each rank's node and (dp, pp, tp) coordinates and every group");
   add_deck_args(topology, topo_args);
   auto* reference = app.add_subcommand("deck-reference", "Print the Markdown reference of every deck key");
+  planner::add_plan_command(app, [](const std::string& deck, const std::vector<std::string>& overrides) {
+    return load_deck(deck, overrides, DeckOptions{});
+  });
   add_ckpt_command(app);
 
   int rc = 0;

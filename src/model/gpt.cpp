@@ -7,7 +7,8 @@
 
 namespace trident {
 
-GptModel::GptModel(const GptShapes& s, Kernels& kernels, Recompute recompute, int64_t B, TensorParallel tp)
+GptModel::GptModel(const GptShapes& s, Kernels& kernels, Recompute recompute, int64_t B, TensorParallel tp,
+                   ChunkSpec chunk)
     : shapes_(s),
       k_(kernels),
       recompute_(recompute),
@@ -15,8 +16,8 @@ GptModel::GptModel(const GptShapes& s, Kernels& kernels, Recompute recompute, in
       sp_(tp.sequence_parallel && tp.size() > 1),
       B_(B),
       N_(B * s.T),
-      layout_(s, tp.rank(), tp.size()),
-      global_layout_(s) {
+      layout_(s, tp.rank(), tp.size(), chunk),
+      global_layout_(s, 0, 1, chunk) {
   const int t = tp_.size();
   TRIDENT_CHECK(s.NH % t == 0 && s.F % t == 0 && s.Vp % t == 0,
                 "heads {}, ffn_hidden {} and padded vocabulary {} must all be divisible by tp = {}", s.NH, s.F, s.Vp, t);
@@ -29,80 +30,109 @@ GptModel::GptModel(const GptShapes& s, Kernels& kernels, Recompute recompute, in
   Vl_ = s.Vp / t;
   vocab_begin_ = layout_.vocab_begin();
   vocab_real_ = std::clamp<int64_t>(s.V - vocab_begin_, 0, Vl_);
+  L0_ = layout_.layer_begin();
+  nl_ = layout_.layer_end() - L0_;
 
   const int64_t N = N_, Nl = Nl_, C = s.C;
   params_ = k_.alloc(layout_.total());
   grads_ = k_.alloc(layout_.total());
   owned_ = {params_, grads_};
-  inputs_ = k_.alloc_int(N);
-  targets_ = k_.alloc_int(N);
-  owned_.push_back(inputs_);
-  owned_.push_back(targets_);
-
-  const int64_t att_size = B * NHl_ * s.T * s.T;
-  for (int64_t l = 0; l <= s.L; ++l) residual_.push_back(take(Nl * C, true));
-  // full recompute keeps one set of layer activations and reruns each layer's forward before its backward.
-  const int64_t sets = recompute_ == Recompute::Full ? 1 : s.L;
-  const bool saved = recompute_ != Recompute::Full;
-  for (int64_t i = 0; i < sets; ++i) {
-    LayerActs a{};
-    a.ln1 = take(Nl * C, saved);
-    a.ln1_mean = take(Nl, saved);
-    a.ln1_rstd = take(Nl, saved);
-    a.qkv = take(N * 3 * Cl_, saved);
-    a.atty = take(N * Cl_, saved);
-    a.x2 = take(Nl * C, saved);
-    a.ln2 = take(Nl * C, saved);
-    a.ln2_mean = take(Nl, saved);
-    a.ln2_rstd = take(Nl, saved);
-    a.fch = take(N * Fl_, saved);
-    a.fchg = take(N * Fl_, saved);
-    a.att = recompute_ == Recompute::None ? take(att_size, true) : nullptr;
-    layer_acts_.push_back(a);
-  }
+  if (recompute_ == Recompute::Full) full_acts_ = make_layer_acts(false, &owned_);
   if (recompute_ != Recompute::None) {
-    att_scratch_ = take(att_size, false);
-    atty_scratch_ = take(N * Cl_, false);
-    for (auto& a : layer_acts_) a.att = att_scratch_;
+    att_scratch_ = take(B * NHl_ * s.T * s.T, false, &owned_);
+    atty_scratch_ = take(N * Cl_, false, &owned_);
+    full_acts_.att = att_scratch_;
   }
-  lnf_ = take(Nl * C, true);
-  lnf_mean_ = take(Nl, true);
-  lnf_rstd_ = take(Nl, true);
-  logits_ = take(N * Vl_, false);
-  losses_ = take(N, false);
-  rowmax_ = take(N, false);
-  sumexp_ = take(2 * N, false);  // sumexp and target logit side by side: one TP all-reduce for both
-  target_logit_ = sumexp_ + N;
-  dres_ = take(Nl * C, false);
-  dln_ = take(N * C, false);
-  dqkv_ = take(N * 3 * Cl_, false);
-  dfch_ = take(N * Fl_, false);
-  dfchg_ = take(N * Fl_, false);
+  if (layout_.has_head()) {
+    targets_ = k_.alloc_int(N);
+    owned_.push_back(targets_);
+    lnf_ = take(Nl * C, false, &owned_);
+    lnf_mean_ = take(Nl, false, &owned_);
+    lnf_rstd_ = take(Nl, false, &owned_);
+    logits_ = take(N * Vl_, false, &owned_);
+    losses_ = take(N, false, &owned_);
+    rowmax_ = take(N, false, &owned_);
+    sumexp_ = take(2 * N, false, &owned_);  // sumexp and target logit side by side: one TP all-reduce
+    target_logit_ = sumexp_ + N;
+    host_losses_.resize(N);
+  }
+  dres_ = take(Nl * C, false, &owned_);
+  dln_ = take(N * C, false, &owned_);
+  dqkv_ = take(N * 3 * Cl_, false, &owned_);
+  dfch_ = take(N * Fl_, false, &owned_);
+  dfchg_ = take(N * Fl_, false, &owned_);
   if (sp_) {
-    gathered_ = take(N * C, false);
-    partial_ = take(N * C, false);
+    gathered_ = take(N * C, false, &owned_);
+    partial_ = take(N * C, false, &owned_);
   }
-  host_losses_.resize(N);
 }
 
 GptModel::~GptModel() {
+  for (auto& slot : slots_)
+    for (void* p : slot->owned) k_.free(p);
   for (void* p : owned_) k_.free(p);
 }
 
-float* GptModel::take(int64_t n, bool saved) {
+// Scratch (`saved` false) is counted in act_bytes_.scratch; slot memory is counted per slot.
+float* GptModel::take(int64_t n, bool saved, std::vector<void*>* owner) {
   float* p = k_.alloc(n);
-  owned_.push_back(p);
-  (saved ? act_bytes_.saved : act_bytes_.scratch) += n * int64_t(sizeof(float));
+  owner->push_back(p);
+  (saved ? slot_bytes_ : act_bytes_.scratch) += n * int64_t(sizeof(float));
   return p;
 }
 
-const GptModel::LayerActs& GptModel::acts_for(int64_t l) const {
-  return layer_acts_[recompute_ == Recompute::Full ? 0 : l];
+GptModel::LayerActs GptModel::make_layer_acts(bool saved, std::vector<void*>* owner) {
+  const int64_t N = N_, Nl = Nl_, C = shapes_.C;
+  LayerActs a{};
+  a.ln1 = take(Nl * C, saved, owner);
+  a.ln1_mean = take(Nl, saved, owner);
+  a.ln1_rstd = take(Nl, saved, owner);
+  a.qkv = take(N * 3 * Cl_, saved, owner);
+  a.atty = take(N * Cl_, saved, owner);
+  a.x2 = take(Nl * C, saved, owner);
+  a.ln2 = take(Nl * C, saved, owner);
+  a.ln2_mean = take(Nl, saved, owner);
+  a.ln2_rstd = take(Nl, saved, owner);
+  a.fch = take(N * Fl_, saved, owner);
+  a.fchg = take(N * Fl_, saved, owner);
+  a.att = recompute_ == Recompute::None ? take(B_ * NHl_ * shapes_.T * shapes_.T, saved, owner) : att_scratch_;
+  return a;
 }
 
-void GptModel::upload_batch(const int32_t* inputs, const int32_t* targets) {
-  k_.copy_to_device_int(inputs_, inputs, N_);
-  k_.copy_to_device_int(targets_, targets, N_);
+// Slots are made on first need and reused afterwards.
+int GptModel::acquire_slot() {
+  int index = -1;
+  for (size_t i = 0; i < slots_.size() && index < 0; ++i)
+    if (!slots_[i]->busy) index = int(i);
+  if (index < 0) {
+    auto slot = std::make_unique<Slot>();
+    slot_bytes_ = 0;
+    if (layout_.has_embedding()) {
+      slot->tokens = k_.alloc_int(N_);
+      slot->owned.push_back(slot->tokens);
+      slot_bytes_ += N_ * int64_t(sizeof(int32_t));
+    }
+    for (int64_t i = 0; i <= nl_; ++i) slot->residual.push_back(take(Nl_ * shapes_.C, true, &slot->owned));
+    if (recompute_ != Recompute::Full)
+      for (int64_t i = 0; i < nl_; ++i) slot->acts.push_back(make_layer_acts(true, &slot->owned));
+    if (layout_.has_head()) slot->dtop = take(Nl_ * shapes_.C, true, &slot->owned);
+    act_bytes_.saved = slot_bytes_;
+    slots_.push_back(std::move(slot));
+    index = int(slots_.size()) - 1;
+  }
+  slots_[index]->busy = true;
+  int64_t busy = 0;
+  for (const auto& sl : slots_) busy += sl->busy;
+  act_bytes_.peak_slots = std::max(act_bytes_.peak_slots, busy);
+  return index;
+}
+
+void GptModel::free_slot(Slot& s) { s.busy = false; }
+
+void GptModel::release(int slot) { free_slot(*slots_.at(slot)); }
+
+const GptModel::LayerActs& GptModel::acts_for(const Slot& s, int64_t l) const {
+  return recompute_ == Recompute::Full ? full_acts_ : s.acts[l - L0_];
 }
 
 const float* GptModel::to_full(const float* local, int64_t width) {
@@ -139,13 +169,13 @@ void GptModel::position_grads(float* dwpe, const float* dx) {
   }
 }
 
-void GptModel::layer_forward(int64_t l, const LayerActs& a) {
+void GptModel::layer_forward(Slot& sl, int64_t l, const LayerActs& a) {
   const auto& s = shapes_;
   const auto& p = layout_.layer(l);
   const float* W = params_;
   const int64_t N = N_, Nl = Nl_, C = s.C;
   const bool bias_here = tp_.rank() == 0;  // row-parallel biases enter the reduction once
-  const float* x = residual_[l];
+  const float* x = sl.residual[l - L0_];
   k_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, W + p.ln1_w, W + p.ln1_b, Nl, C);
   k_.matmul_forward(a.qkv, to_full(a.ln1, C), W + p.qkv_w, W + p.qkv_b, N, C, 3 * Cl_);
   k_.attention_forward(a.atty, a.att, a.qkv, B_, s.T, NHl_, s.HD);
@@ -155,14 +185,14 @@ void GptModel::layer_forward(int64_t l, const LayerActs& a) {
   k_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, W + p.ln2_w, W + p.ln2_b, Nl, C);
   k_.matmul_forward(a.fch, to_full(a.ln2, C), W + p.fc_w, W + p.fc_b, N, C, Fl_);
   k_.gelu_forward(a.fchg, a.fch, N * Fl_);
-  float* out = residual_[l + 1];
+  float* out = sl.residual[l - L0_ + 1];
   k_.matmul_forward(partial_for(out), a.fchg, W + p.fc_proj_w, bias_here ? W + p.fc_proj_b : nullptr, N, Fl_, C);
   from_partial(partial_for(out), out, C);
   k_.accumulate(out, a.x2, Nl * C);  // out = x2 + mlp
 }
 
 // On entry dres_ holds dL/d(output of layer l) for this rank's rows; on exit dL/d(input of layer l).
-void GptModel::layer_backward(int64_t l, const LayerActs& a) {
+void GptModel::layer_backward(Slot& sl, int64_t l, const LayerActs& a) {
   const auto& s = shapes_;
   const auto& p = layout_.layer(l);
   const float* W = params_;
@@ -170,7 +200,7 @@ void GptModel::layer_backward(int64_t l, const LayerActs& a) {
   const int64_t N = N_, Nl = Nl_, C = s.C;
   float* dln_local = sp_ ? partial_ : dln_;  // input gradient of a column-parallel GEMM, reduced
   if (recompute_ == Recompute::Full) {
-    layer_forward(l, a);
+    layer_forward(sl, l, a);
   } else if (recompute_ == Recompute::Selective) {
     k_.attention_forward(atty_scratch_, a.att, a.qkv, B_, s.T, NHl_, s.HD);
   }
@@ -192,22 +222,22 @@ void GptModel::layer_backward(int64_t l, const LayerActs& a) {
   k_.fill(dln_, 0.f, N * C);
   k_.matmul_backward(dln_, G + p.qkv_w, G + p.qkv_b, dqkv_, to_full(a.ln1, C), W + p.qkv_w, N, C, 3 * Cl_);
   from_partial(dln_, dln_local, C);
-  k_.layernorm_backward(dres_, G + p.ln1_w, G + p.ln1_b, dln_local, residual_[l], W + p.ln1_w, a.ln1_mean, a.ln1_rstd,
-                        Nl, C);
+  k_.layernorm_backward(dres_, G + p.ln1_w, G + p.ln1_b, dln_local, sl.residual[l - L0_], W + p.ln1_w, a.ln1_mean,
+                        a.ln1_rstd, Nl, C);
 }
 
-// Embedding, layers, final LN, logits and the vocab-parallel fused cross-entropy. Leaves
-// dloss_scale * dL/dlogits in logits_ and returns the sum of the per-position losses.
-double GptModel::forward_to_loss_and_dlogits(float dloss_scale) {
+// Final LN, logits and the vocab-parallel fused cross-entropy; with_grad: the head's backward
+// (LM head, final LN) into s.dtop. Returns the sum of the per-position losses.
+double GptModel::head_forward(Slot& sl, const int32_t* targets, float dloss_scale, bool with_grad) {
   const auto& s = shapes_;
   const float* W = params_;
-  const int64_t N = N_, C = s.C;
-  k_.embedding_forward(partial_for(residual_[0]), inputs_, W + layout_.wte(), vocab_begin_, Vl_, N, C);
-  from_partial(partial_for(residual_[0]), residual_[0], C);
-  add_positions(residual_[0]);
-  for (int64_t l = 0; l < s.L; ++l) layer_forward(l, acts_for(l));
-  k_.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, residual_[s.L], W + layout_.lnf_w(), W + layout_.lnf_b(), Nl_, C);
-  k_.matmul_forward(logits_, to_full(lnf_, C), W + layout_.lm_head(), nullptr, N, C, Vl_);
+  float* G = grads_;
+  const int64_t N = N_, Nl = Nl_, C = s.C;
+  const float* top = sl.residual[nl_];
+  k_.copy_to_device_int(targets_, targets, N);
+  k_.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, top, W + layout_.lnf_w(), W + layout_.lnf_b(), Nl, C);
+  const float* lnf_full = to_full(lnf_, C);
+  k_.matmul_forward(logits_, lnf_full, W + layout_.lm_head(), nullptr, N, C, Vl_);
   // Max, sum of exponentials and target logit are reduced over the vocabulary shards; the logits never are.
   k_.xent_row_max(rowmax_, logits_, N, Vl_, vocab_real_);
   if (tp_.size() > 1) tp_.group->all_reduce(rowmax_, N, ReduceOp::Max);
@@ -218,34 +248,64 @@ double GptModel::forward_to_loss_and_dlogits(float dloss_scale) {
   k_.copy_to_host(host_losses_.data(), losses_, N);
   double sum = 0;
   for (float v : host_losses_) sum += v;
-  return sum;
-}
-
-double GptModel::forward_backward(const int32_t* inputs, const int32_t* targets, float dloss_scale) {
-  const auto& s = shapes_;
-  const float* W = params_;
-  float* G = grads_;
-  const int64_t N = N_, C = s.C;
-  upload_batch(inputs, targets);
-  const double loss_sum = forward_to_loss_and_dlogits(dloss_scale);
-  // LM head and final LayerNorm. In SP the gathered final-LN output is still in gathered_.
-  const float* lnf_full = sp_ ? gathered_ : lnf_;
+  if (!with_grad) return sum;
+  // logits_ now holds dloss_scale * dL/dlogits; lnf_full is still intact (nothing gathered since).
   float* dln_local = sp_ ? partial_ : dln_;
   k_.fill(dln_, 0.f, N * C);
   k_.matmul_backward(dln_, G + layout_.lm_head(), nullptr, logits_, lnf_full, W + layout_.lm_head(), N, C, Vl_);
   from_partial(dln_, dln_local, C);
-  k_.fill(dres_, 0.f, Nl_ * C);
-  k_.layernorm_backward(dres_, G + layout_.lnf_w(), G + layout_.lnf_b(), dln_local, residual_[s.L],
-                        W + layout_.lnf_w(), lnf_mean_, lnf_rstd_, Nl_, C);
-  for (int64_t l = s.L - 1; l >= 0; --l) layer_backward(l, acts_for(l));
-  k_.embedding_backward(G + layout_.wte(), to_full(dres_, C), inputs_, vocab_begin_, Vl_, N, C);
-  position_grads(G + layout_.wpe(), dres_);
-  return loss_sum;
+  k_.fill(sl.dtop, 0.f, Nl * C);
+  k_.layernorm_backward(sl.dtop, G + layout_.lnf_w(), G + layout_.lnf_b(), dln_local, top, W + layout_.lnf_w(),
+                        lnf_mean_, lnf_rstd_, Nl, C);
+  return sum;
+}
+
+int GptModel::forward(const int32_t* tokens, const float* input, const int32_t* targets, float dloss_scale,
+                      bool with_grad, double* loss_sum) {
+  const int index = acquire_slot();
+  Slot& sl = *slots_[index];
+  const int64_t N = N_, C = shapes_.C;
+  if (layout_.has_embedding()) {
+    k_.copy_to_device_int(sl.tokens, tokens, N);
+    float* x0 = sl.residual[0];
+    k_.embedding_forward(partial_for(x0), sl.tokens, params_ + layout_.wte(), vocab_begin_, Vl_, N, C);
+    from_partial(partial_for(x0), x0, C);
+    add_positions(x0);
+  } else {
+    k_.copy(sl.residual[0], input, Nl_ * C);
+  }
+  for (int64_t l = L0_; l < L0_ + nl_; ++l) layer_forward(sl, l, acts_for(sl, l));
+  if (layout_.has_head()) *loss_sum += head_forward(sl, targets, dloss_scale, with_grad);
+  return index;
+}
+
+const float* GptModel::output(int slot) const { return slots_.at(slot)->residual[nl_]; }
+
+const float* GptModel::backward(int slot, const float* dout) {
+  Slot& sl = *slots_.at(slot);
+  const int64_t Nl = Nl_, C = shapes_.C;
+  k_.copy(dres_, layout_.has_head() ? sl.dtop : dout, Nl * C);
+  for (int64_t l = L0_ + nl_ - 1; l >= L0_; --l) layer_backward(sl, l, acts_for(sl, l));
+  free_slot(sl);
+  if (!layout_.has_embedding()) return dres_;
+  k_.embedding_backward(grads_ + layout_.wte(), to_full(dres_, C), sl.tokens, vocab_begin_, Vl_, N_, C);
+  position_grads(grads_ + layout_.wpe(), dres_);
+  return nullptr;
+}
+
+double GptModel::forward_backward(const int32_t* inputs, const int32_t* targets, float dloss_scale) {
+  TRIDENT_CHECK(layout_.has_embedding() && layout_.has_head(), "forward_backward needs the whole model in one chunk");
+  double loss = 0;
+  const int slot = forward(inputs, nullptr, targets, dloss_scale, true, &loss);
+  backward(slot, nullptr);
+  return loss;
 }
 
 double GptModel::forward_loss(const int32_t* inputs, const int32_t* targets) {
-  upload_batch(inputs, targets);
-  return forward_to_loss_and_dlogits(0.f);
+  TRIDENT_CHECK(layout_.has_embedding() && layout_.has_head(), "forward_loss needs the whole model in one chunk");
+  double loss = 0;
+  release(forward(inputs, nullptr, targets, 0.f, false, &loss));
+  return loss;
 }
 
 void GptModel::finish_gradients() {
@@ -265,16 +325,23 @@ std::vector<float> GptModel::gather_global(const float* buffer) {
   std::vector<float> all(local.size() * t);
   tp_.group->all_gather(local.data(), all.data(), int64_t(local.size()));
   for (int r = 0; r < t; ++r) {
-    const ParameterLayout shard(shapes_, r, t);
+    const ParameterLayout shard(shapes_, r, t, layout_.chunk());
     unshard_parameters(shard, all.data() + r * local.size(), global_layout_, global.data());
   }
   return global;
 }
 
-double GptModel::gradient_norm() {
+std::pair<double, double> GptModel::gradient_square_sums(bool skip_wte) {
   double sharded = 0, replicated = 0;
-  for (const auto& t : layout_.tensors())
+  for (const auto& t : layout_.tensors()) {
+    if (skip_wte && t.offset == layout_.wte()) continue;
     (t.split == TpSplit::None ? replicated : sharded) += k_.sum_squares(grads_ + t.offset, t.numel);
+  }
+  return {sharded, replicated};
+}
+
+double GptModel::gradient_norm() {
+  auto [sharded, replicated] = gradient_square_sums(false);
   if (tp_.size() > 1) tp_.group->all_reduce(&sharded, 1);
   return std::sqrt(sharded + replicated);
 }

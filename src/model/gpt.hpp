@@ -1,5 +1,6 @@
 #pragma once
-// GPT-2 forward and backward on one rank, on any compute backend (kernels/kernels.hpp).
+// GPT-2 forward and backward of one pipeline chunk on one rank, on any compute backend
+// (kernels/kernels.hpp). The whole model is the chunk ChunkSpec::whole_model().
 //
 // Per layer: x += attn(LN1(x)); x += mlp(LN2(x)). Final LN, logits = x W_te^T (tied) or x W_head^T,
 // mean cross-entropy over all positions. Activation checkpointing (train.recompute):
@@ -8,6 +9,10 @@
 //              recomputed from the stored qkv in backward (the "attention core");
 //   full       only each layer's input is kept; the layer's forward is rerun before its backward.
 // Kernels are deterministic, so the three modes give bit-identical losses and gradients.
+//
+// Micro-batches in flight (pipeline schedules) each own an activation slot; a slot is taken by
+// forward() and given back by backward() (or release()). The chunk holding the LM head runs the
+// head's backward right after the loss, so its logits never outlive one micro-batch.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -36,16 +41,18 @@ struct TensorParallel {
 
 // Bytes of activation memory held between forward and backward, and of the scratch buffers.
 struct ActivationBytes {
-  int64_t saved = 0;    // kept from forward for backward (the part recompute saves)
-  int64_t scratch = 0;  // reused across layers (recompute buffers, gradient scratch, logits)
-  int64_t total() const { return saved + scratch; }
+  int64_t saved = 0;    // per micro-batch in flight: kept from forward for backward
+  int64_t scratch = 0;  // shared: recompute buffers, gradient scratch, logits
+  int64_t peak_slots = 0;  // most micro-batches in flight at once so far
+  int64_t peak() const { return saved * peak_slots + scratch; }
 };
 
 class GptModel {
  public:
   // B: sequences per micro-batch. Parameters and gradients are allocated zeroed; with tp, this rank's
   // shard of them (layout().tp_rank()).
-  GptModel(const GptShapes& shapes, Kernels& kernels, Recompute recompute, int64_t B, TensorParallel tp = {});
+  GptModel(const GptShapes& shapes, Kernels& kernels, Recompute recompute, int64_t B, TensorParallel tp = {},
+           ChunkSpec chunk = ChunkSpec::whole_model());
   ~GptModel();
   GptModel(const GptModel&) = delete;
   GptModel& operator=(const GptModel&) = delete;
@@ -55,40 +62,73 @@ class GptModel {
   float* params() { return params_; }  // backend memory, layout().total() floats
   float* grads() { return grads_; }
   ActivationBytes activation_bytes() const { return act_bytes_; }
+  // Elements of a stage-boundary activation (this rank's rows x hidden).
+  int64_t boundary_size() const { return Nl_ * shapes_.C; }
 
-  // One micro-batch (B*T tokens, host arrays): forward, loss, backward. Gradients ACCUMULATE into
-  // grads() with the loss of each position weighted by dloss_scale (1 / positions in the global
-  // batch gives the mean over the global batch). Returns the sum of the per-position losses.
+  // ---- pipeline interface: one micro-batch through this chunk ----
+  // Forward of a micro-batch. `tokens` (host, B*T) feed the embedding on the first chunk; `input`
+  // (backend memory, boundary_size()) is the previous chunk's output otherwise. On the head chunk
+  // `targets` (host) give the loss; with `with_grad` the head's backward runs at once with the loss
+  // of each position weighted by dloss_scale. Returns the slot holding the micro-batch, and
+  // (head chunk) adds the sum of per-position losses to *loss_sum.
+  int forward(const int32_t* tokens, const float* input, const int32_t* targets, float dloss_scale, bool with_grad,
+              double* loss_sum);
+  // This chunk's output activation of the micro-batch in `slot` (not on the head chunk).
+  const float* output(int slot) const;
+  // Backward of the micro-batch in `slot`: `dout` (boundary_size()) is the gradient of this chunk's
+  // output (ignored on the head chunk). Gradients ACCUMULATE into grads(). Returns the gradient of
+  // the chunk's input (valid until the next backward; null on the first chunk). Frees the slot.
+  const float* backward(int slot, const float* dout);
+  // Frees a slot without backward (validation).
+  void release(int slot);
+
+  // ---- the whole model at once (pp = 1) ----
+  // One micro-batch: forward, loss, backward. Returns the sum of the per-position losses.
   double forward_backward(const int32_t* inputs, const int32_t* targets, float dloss_scale);
-
   // Forward and loss only (validation): the sum of per-position losses.
   double forward_loss(const int32_t* inputs, const int32_t* targets);
 
   // Call once after the last micro-batch of a step: with sequence parallelism, the replicated
-  // parameters (LayerNorms, position embedding, row-parallel biases) saw only this rank's tokens,
-  // so their gradients are summed over the TP group. Without it this does nothing.
+  // parameters (LayerNorms, position embedding) saw only this rank's tokens, so their gradients are
+  // summed over the TP group. Without it this does nothing.
   void finish_gradients();
 
-  // A whole-model (tp = 1 layout) host copy of a parameter-shaped buffer of this model (params(),
+  // Sums of squared gradients: {sharded over TP, replicated over TP}. `skip_wte` leaves out the
+  // token embedding (the last stage's duplicate of a tied embedding).
+  std::pair<double, double> gradient_square_sums(bool skip_wte);
+  // Global L2 norm of the gradients of this chunk alone (pp = 1): sharded tensors summed over the
+  // TP group, replicated ones counted once.
+  double gradient_norm();
+
+  // A whole-chunk (tp = 1 layout) host copy of a parameter-shaped buffer of this model (params(),
   // grads(), or optimizer state), gathered over the TP group; the same on every TP rank.
   std::vector<float> gather_global(const float* buffer);
   const ParameterLayout& global_layout() const { return global_layout_; }
-
-  // Global L2 norm of the gradients: sharded tensors summed over the TP group, replicated ones
-  // counted once.
-  double gradient_norm();
 
  private:
   struct LayerActs {
     float *ln1, *ln1_mean, *ln1_rstd, *qkv, *att, *atty, *x2, *ln2, *ln2_mean, *ln2_rstd, *fch, *fchg;
   };
-  float* take(int64_t n, bool saved);
-  void upload_batch(const int32_t* inputs, const int32_t* targets);
-  // Layer l's forward from residual[l] into residual[l+1], with activations in `a`.
-  void layer_forward(int64_t l, const LayerActs& a);
-  void layer_backward(int64_t l, const LayerActs& a);
-  const LayerActs& acts_for(int64_t l) const;
-  double forward_to_loss_and_dlogits(float dloss_scale);
+  // Everything one micro-batch in flight keeps between its forward and its backward.
+  struct Slot {
+    bool busy = false;
+    int32_t* tokens = nullptr;         // first chunk: for the embedding's backward
+    std::vector<float*> residual;      // layers+1 tensors [Nl, C]: each layer's input, then the output
+    std::vector<LayerActs> acts;       // per layer (none, selective); empty for full recompute
+    float* dtop = nullptr;             // head chunk: gradient of the last layer's output
+    std::vector<void*> owned;
+  };
+
+  float* take(int64_t n, bool saved, std::vector<void*>* owner);
+  LayerActs make_layer_acts(bool saved, std::vector<void*>* owner);
+  int acquire_slot();
+  void free_slot(Slot& s);
+  const LayerActs& acts_for(const Slot& s, int64_t l) const;
+  // Layer l's forward from residual[i] into residual[i+1] (i = l - layer_begin), with activations in `a`.
+  void layer_forward(Slot& s, int64_t l, const LayerActs& a);
+  void layer_backward(Slot& s, int64_t l, const LayerActs& a);
+  // Head: final LN, logits, vocab-parallel cross-entropy; with_grad: backward into s.dtop.
+  double head_forward(Slot& s, const int32_t* targets, float dloss_scale, bool with_grad);
   // The two TP communication primitives (identity when tp = 1):
   //   to_full:      this rank's [Nl, width] rows -> all N rows (all-gather with SP; else the same buffer)
   //   from_partial: a [N, width] partial sum on every rank -> this rank's reduced rows
@@ -109,17 +149,19 @@ class GptModel {
   int64_t B_, N_, Nl_, row0_;     // tokens in the micro-batch, rows on this rank, first row
   int64_t Cl_, Fl_, NHl_, Vl_;    // this rank's attention width, MLP width, heads, vocabulary rows
   int64_t vocab_begin_, vocab_real_;  // first vocabulary row here, and how many of them are real
+  int64_t L0_, nl_;               // first layer of the chunk, layers in it
   ParameterLayout layout_;
   ParameterLayout global_layout_;
   float* params_ = nullptr;
   float* grads_ = nullptr;
   std::vector<void*> owned_;
   ActivationBytes act_bytes_;
+  int64_t slot_bytes_ = 0;  // bytes of the slot being built
 
-  int32_t *inputs_ = nullptr, *targets_ = nullptr;
-  std::vector<float*> residual_;        // L+1 tensors [N, C]: input of each layer, then the last output
-  std::vector<LayerActs> layer_acts_;   // L sets (none, selective) or 1 reused set (full)
-  float* att_scratch_ = nullptr;        // selective: recomputed attention probabilities
+  std::vector<std::unique_ptr<Slot>> slots_;
+  int32_t* targets_ = nullptr;
+  LayerActs full_acts_{};               // full recompute: one set, rebuilt per layer
+  float* att_scratch_ = nullptr;        // selective/full: recomputed attention probabilities
   float* atty_scratch_ = nullptr;       // selective: attention output discarded on recompute
   float *lnf_, *lnf_mean_, *lnf_rstd_, *logits_, *losses_, *rowmax_, *sumexp_, *target_logit_;
   float *dres_, *dln_, *dqkv_, *dfch_, *dfchg_;

@@ -10,14 +10,16 @@
 
 namespace trident {
 
-ParameterLayout::ParameterLayout(const GptShapes& s, int tp_rank, int tp_size)
-    : shapes_(s), tp_rank_(tp_rank), tp_size_(tp_size) {
+ParameterLayout::ParameterLayout(const GptShapes& s, int tp_rank, int tp_size, ChunkSpec chunk)
+    : shapes_(s), tp_rank_(tp_rank), tp_size_(tp_size), chunk_(chunk) {
+  if (chunk_.layer_end < 0) chunk_.layer_end = s.L;
   const int64_t C = s.C, F = s.F;
   using K = ParamKind;
   using S = TpSplit;
-  wte_ = add("transformer.wte.weight", {s.Vp, C}, K::Embedding, S::Rows);
-  wpe_ = add("transformer.wpe.weight", {s.T, C}, K::Embedding, S::None);
-  for (int64_t l = 0; l < s.L; ++l) {
+  if (chunk_.embedding || (chunk_.head && s.tied))
+    wte_ = add("transformer.wte.weight", {s.Vp, C}, K::Embedding, S::Rows);
+  if (chunk_.embedding) wpe_ = add("transformer.wpe.weight", {s.T, C}, K::Embedding, S::None);
+  for (int64_t l = chunk_.layer_begin; l < chunk_.layer_end; ++l) {
     const std::string p = fmt::format("transformer.h.{}.", l);
     LayerParams lp{};
     lp.ln1_w = add(p + "ln_1.weight", {C}, K::NormWeight, S::None);
@@ -34,9 +36,11 @@ ParameterLayout::ParameterLayout(const GptShapes& s, int tp_rank, int tp_size)
     lp.fc_proj_b = add(p + "mlp.c_proj.bias", {C}, K::Bias, S::None);
     layers_.push_back(lp);
   }
-  lnf_w_ = add("transformer.ln_f.weight", {C}, K::NormWeight, S::None);
-  lnf_b_ = add("transformer.ln_f.bias", {C}, K::NormBias, S::None);
-  lm_head_ = s.tied ? wte_ : add("lm_head.weight", {s.Vp, C}, K::Embedding, S::Rows);
+  if (chunk_.head) {
+    lnf_w_ = add("transformer.ln_f.weight", {C}, K::NormWeight, S::None);
+    lnf_b_ = add("transformer.ln_f.bias", {C}, K::NormBias, S::None);
+    lm_head_ = s.tied ? wte_ : add("lm_head.weight", {s.Vp, C}, K::Embedding, S::Rows);
+  }
 }
 
 int64_t ParameterLayout::add(std::string name, std::vector<int64_t> global_shape, ParamKind kind, TpSplit split,
@@ -218,7 +222,7 @@ void for_each_slice_run(const ParamTensor& t, int tp_rank, int tp_size, Copy cop
 void shard_parameters(const ParameterLayout& global, const float* global_host, const ParameterLayout& local,
                       float* local_host) {
   for (const auto& t : local.tensors()) {
-    const float* src = global_host + global.find(t.name).offset;
+    const float* src = global_host + global.find(t.name).offset;  // `global` may be the whole model
     float* dst = local_host + t.offset;
     for_each_slice_run(t, local.tp_rank(), local.tp_size(), [&](int64_t g, int64_t l, int64_t n) {
       std::memcpy(dst + l, src + g, sizeof(float) * n);

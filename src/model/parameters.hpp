@@ -44,10 +44,23 @@ struct LayerParams {
   int64_t ln1_w, ln1_b, qkv_w, qkv_b, attn_proj_w, attn_proj_b, ln2_w, ln2_b, fc_w, fc_b, fc_proj_w, fc_proj_b;
 };
 
+// The part of the model a pipeline chunk holds: layers [layer_begin, layer_end), plus the embedding
+// on the first chunk and the final LayerNorm and LM head on the last (with tied embeddings the last
+// chunk also holds the token embedding, as the head's weight).
+struct ChunkSpec {
+  int64_t layer_begin = 0;
+  int64_t layer_end = -1;  // -1: all layers
+  bool embedding = true;
+  bool head = true;
+  static ChunkSpec whole_model() { return {}; }
+};
+
 class ParameterLayout {
  public:
-  // The tensors held by rank `tp_rank` of a TP group of `tp_size` (the whole model when tp_size = 1).
-  explicit ParameterLayout(const GptShapes& s, int tp_rank = 0, int tp_size = 1);
+  // The tensors of `chunk` held by rank `tp_rank` of a TP group of `tp_size` (the whole model when
+  // tp_size = 1 and chunk is whole_model()).
+  explicit ParameterLayout(const GptShapes& s, int tp_rank = 0, int tp_size = 1,
+                           ChunkSpec chunk = ChunkSpec::whole_model());
 
   const GptShapes& shapes() const { return shapes_; }
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
@@ -58,12 +71,20 @@ class ParameterLayout {
   // Rows [vocab_begin, vocab_begin + Vp/tp) of the padded vocabulary live on this rank.
   int64_t vocab_begin() const { return tp_rank_ * shapes_.Vp / tp_size_; }
 
+  const ChunkSpec& chunk() const { return chunk_; }
+  int64_t layer_begin() const { return chunk_.layer_begin; }
+  int64_t layer_end() const { return chunk_.layer_end; }
+  bool has_embedding() const { return chunk_.embedding; }
+  bool has_head() const { return chunk_.head; }
+
+  // Offsets (in floats) into the flat buffer; -1 for tensors this chunk does not hold.
   int64_t wte() const { return wte_; }
   int64_t wpe() const { return wpe_; }
   int64_t lnf_w() const { return lnf_w_; }
   int64_t lnf_b() const { return lnf_b_; }
   int64_t lm_head() const { return lm_head_; }  // == wte() when tied
-  const LayerParams& layer(int64_t l) const { return layers_[l]; }
+  // Layer l by its global index (layer_begin() <= l < layer_end()).
+  const LayerParams& layer(int64_t l) const { return layers_[l - chunk_.layer_begin]; }
 
  private:
   int64_t add(std::string name, std::vector<int64_t> global_shape, ParamKind kind, TpSplit split,
@@ -71,10 +92,11 @@ class ParameterLayout {
 
   GptShapes shapes_;
   int tp_rank_ = 0, tp_size_ = 1;
+  ChunkSpec chunk_;
   std::vector<ParamTensor> tensors_;
   std::vector<LayerParams> layers_;
   int64_t total_ = 0;
-  int64_t wte_ = 0, wpe_ = 0, lnf_w_ = 0, lnf_b_ = 0, lm_head_ = 0;
+  int64_t wte_ = -1, wpe_ = -1, lnf_w_ = -1, lnf_b_ = -1, lm_head_ = -1;
 };
 
 // GPT-2 initialisation into a host buffer of layout.total() floats: weights and embeddings

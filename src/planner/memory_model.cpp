@@ -1,0 +1,228 @@
+#include "planner/memory_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace trident::planner {
+
+bool group_within_node(const std::string& order, const std::string& dim, int tp, int pp, int dp, int ranks_per_node) {
+  auto size_of = [&](const std::string& d) { return d == "tp" ? tp : d == "pp" ? pp : dp; };
+  const int size = size_of(dim);
+  if (size <= 1) return true;
+  // Stride of `dim` = product of the sizes of the dimensions that vary faster (listed before it).
+  int64_t stride = 1;
+  size_t pos = 0;
+  while (pos < order.size()) {
+    const size_t dash = order.find('-', pos);
+    const std::string d = order.substr(pos, dash == std::string::npos ? std::string::npos : dash - pos);
+    if (d == dim) break;
+    stride *= size_of(d);
+    if (dash == std::string::npos) break;
+    pos = dash + 1;
+  }
+  const int64_t span = stride * size;  // a group's members lie in an aligned block of `span` ranks
+  return span <= ranks_per_node && ranks_per_node % span == 0;
+}
+
+Placement place(const ClusterSpec& c, const Layout& l, const std::string& order, int nodes) {
+  Placement p;
+  const int world = l.world();
+  const int gpn = std::max(1, c.gpus_per_node);
+  const int needed = (world + gpn - 1) / gpn;
+  const int total_nodes = nodes > 0 ? nodes : (c.nodes > 0 ? c.nodes : needed);
+  if (world <= total_nodes * gpn) {
+    p.nodes = needed;
+    p.ranks_per_node = std::min(world, gpn);
+    p.devices_used = world;
+  } else {
+    if (!c.oversubscribe)
+      throw Error(fmt::format("layout {} needs {} devices; cluster '{}' has {} ({} nodes x {} per node)",
+                              describe(l), world, c.name, total_nodes * gpn, total_nodes, gpn));
+    p.nodes = total_nodes;
+    p.ranks_per_node = (world + total_nodes - 1) / total_nodes;
+    p.devices_used = total_nodes * gpn;
+  }
+  p.share = std::min(1.0, double(gpn) / p.ranks_per_node);
+  p.tp_intra = group_within_node(order, "tp", l.tp, l.pp, l.dp, p.ranks_per_node);
+  p.pp_intra = group_within_node(order, "pp", l.tp, l.pp, l.dp, p.ranks_per_node);
+  p.dp_intra = group_within_node(order, "dp", l.tp, l.pp, l.dp, p.ranks_per_node);
+  return p;
+}
+
+ModelStateBytes model_state_bytes(double params, Precision precision, int zero, int dp) {
+  ModelStateBytes s;
+  const bool bf16 = precision == Precision::BF16;
+  const double shard = zero >= 1 ? 1.0 / dp : 1.0;
+  s.parameters = params * (bf16 ? 2 : 4);
+  s.gradients = params * (bf16 ? 2 : 4) / (zero >= 2 ? dp : 1);
+  s.master_weights = bf16 ? params * 4 * shard : 0.0;
+  s.optimizer_moments = params * 8 * shard;
+  return s;
+}
+
+double attention_score_bytes(const ActivationShape& a) {
+  // Softmax output (elem_bytes), dropout mask (1) and dropout output (elem_bytes) of a*s*s*b elements,
+  // split over TP ranks by heads.
+  const double e = a.elem_bytes, d = a.dropout ? 1.0 : 0.0;
+  return a.heads * a.seq * a.seq * a.micro_batch * (e + d + d * e) / a.tp;
+}
+
+double layer_activation_bytes(const ActivationShape& a, Recompute recompute) {
+  const double sbh = a.seq * a.micro_batch * a.hidden;
+  const double e = a.elem_bytes, d = a.dropout ? 1.0 : 0.0;
+  const double t = a.tp;
+  if (recompute == Recompute::Full) return e * sbh / (a.sequence_parallel ? t : 1.0);
+  // Korthikanti Sec. 4.1, per tensor (16-bit case in brackets):
+  //   replicated across TP ranks unless sequence-parallel: the two LayerNorm inputs (4sbh), the two
+  //   LayerNorm outputs feeding the QKV and MLP-up GEMMs (4sbh), two dropout masks (2sbh)  -> 10sbh
+  //   split by TP: Q, K, V (6sbh), attention-projection input (2sbh), GELU input and output (16sbh) -> 24sbh
+  //   attention scores: softmax output, its dropout mask and output (5as^2b), split by TP (heads).
+  // The GELU tensors have ffn_hidden = 4h columns in the paper; here they scale with ffn_hidden.
+  const double ffn = a.ffn > 0 ? a.ffn : 4 * a.hidden;
+  const double replicated = sbh * (4 * e + 2 * d);
+  const double split = sbh * 4 * e + 2 * e * a.seq * a.micro_batch * ffn;
+  const double linear = (a.sequence_parallel ? replicated / t : replicated) + split / t;
+  const double scores = recompute == Recompute::Selective ? 0.0 : attention_score_bytes(a);
+  return linear + scores;
+}
+
+double microbatches_in_flight(Schedule schedule, int pp, int stage, int64_t m, int v) {
+  if (schedule == Schedule::GPipe) return double(m);
+  if (pp <= 1) return 1.0;
+  if (schedule == Schedule::Interleaved && v > 1) {
+    const int64_t chunks = std::min<int64_t>(2 * int64_t(pp - stage - 1) + int64_t(v - 1) * pp + 1, int64_t(v) * m);
+    return double(chunks) / v;
+  }
+  return double(std::min<int64_t>(pp - stage, m));
+}
+
+std::vector<int64_t> stage_layers(const Config& cfg, const Layout& l) {
+  const int64_t chunks = int64_t(l.pp) * l.virtual_stages;
+  const int64_t L = cfg.model.layers;
+  std::vector<int64_t> per_chunk(chunks);
+  const auto& lps = cfg.mesh.layers_per_stage;
+  if (int64_t(lps.size()) == chunks) {
+    per_chunk = lps;
+  } else if (l.virtual_stages == 1 && l.pp > 1 && L >= l.pp) {
+    // Balanced by estimated cost (issue 5): the last stage also runs the LM head, worth x layers of
+    // forward FLOPs (2hV against 8h^2 + 4h*ffn + 4sh per token). Find the smallest bottleneck T (in
+    // layers) such that pp-1 stages of floor(T) layers and a last stage of floor(T - x) hold all L.
+    const double C = double(cfg.model.hidden), F = double(ffn_hidden_of(cfg.model)), s = double(cfg.model.seq_len);
+    const double x = 2 * C * double(padded_vocab(cfg.model, l.tp)) / (8 * C * C + 4 * C * F + 4 * s * C);
+    const int64_t pp = l.pp;
+    auto caps = [&](double T) {
+      return std::make_pair(int64_t(std::floor(T + 1e-9)), int64_t(std::floor(T - x + 1e-9)));
+    };
+    std::vector<double> candidates;
+    for (int64_t n = 1; n <= L; ++n) candidates.insert(candidates.end(), {double(n), double(n) + x});
+    std::sort(candidates.begin(), candidates.end());
+    int64_t cap_first = (L + pp - 1) / pp, cap_last = cap_first;
+    for (double T : candidates) {
+      const auto [cf, cl] = caps(T);
+      if (cf >= 1 && cl >= 1 && (pp - 1) * cf + cl >= L) {
+        cap_first = cf;
+        cap_last = cl;
+        break;
+      }
+    }
+    (void)cap_first;
+    const int64_t last = std::min(cap_last, L - (pp - 1));
+    const int64_t rest = L - last;
+    for (int64_t c = 0; c < pp - 1; ++c) per_chunk[c] = rest / (pp - 1) + (c < rest % (pp - 1) ? 1 : 0);
+    per_chunk[pp - 1] = last;
+  } else {
+    for (int64_t c = 0; c < chunks; ++c) per_chunk[c] = L / chunks + (c < L % chunks ? 1 : 0);
+  }
+  // Chunk c runs on stage c mod pp (Megatron's interleaved assignment; plain chunks when v = 1).
+  std::vector<int64_t> stages(l.pp, 0);
+  for (int64_t c = 0; c < chunks; ++c) stages[c % l.pp] += per_chunk[c];
+  return stages;
+}
+
+double layer_params_per_rank(const ModelConfig& m, int tp) {
+  const double C = double(m.hidden), F = double(ffn_hidden_of(m));
+  const double split = C * 3 * C + 3 * C   // fused QKV (column-parallel, bias split)
+                       + C * C             // attention output projection (row-parallel)
+                       + C * F + F         // MLP up (column-parallel, bias split)
+                       + F * C;            // MLP down (row-parallel)
+  const double replicated = 2 * C + 2 * C  // ln_1, ln_2
+                            + C + C;       // biases of the row-parallel projections (added once)
+  return split / tp + replicated;
+}
+
+double stage_params_per_rank(const ModelConfig& m, const Layout& l, int stage, int64_t layers) {
+  const double C = double(m.hidden), V = double(padded_vocab(m, l.tp));
+  double p = double(layers) * layer_params_per_rank(m, l.tp);
+  if (stage == 0) p += V * C / l.tp + double(m.seq_len) * C;  // vocab-parallel wte, replicated wpe
+  if (stage == l.pp - 1) {
+    p += 2 * C;  // ln_f
+    // The LM head: its own matrix when untied; with tied embeddings the last stage keeps a copy when
+    // it is not also the first stage (gradients synchronised over the embedding group).
+    if (!m.tie_embeddings || l.pp > 1) p += V * C / l.tp;
+  }
+  return p;
+}
+
+MemoryEstimate estimate_memory(const Config& cfg, const ClusterSpec& cluster, const Layout& l,
+                               const Placement& placement) {
+  const auto& m = cfg.model;
+  const int64_t mb = micro_batches(cfg, l);
+  const bool bf16 = cfg.train.precision == Precision::BF16;
+  const double e = bf16 ? 2.0 : 4.0;
+  ActivationShape shape;
+  shape.seq = double(m.seq_len);
+  shape.micro_batch = double(l.micro_batch);
+  shape.hidden = double(m.hidden);
+  shape.heads = double(m.heads);
+  shape.ffn = double(ffn_hidden_of(m));
+  shape.tp = l.tp;
+  shape.sequence_parallel = l.sequence_parallel;
+  shape.elem_bytes = e;
+  shape.dropout = kTridentDropout;
+  const double per_layer = layer_activation_bytes(shape, l.recompute);
+  const double sbh = shape.seq * shape.micro_batch * shape.hidden;
+  const double sp_div = l.sequence_parallel ? l.tp : 1.0;
+  const double V = double(padded_vocab(m, l.tp));
+
+  MemoryEstimate est;
+  est.capacity = cluster.memory_gib * kGiB * placement.share;
+  const auto layers = stage_layers(cfg, l);
+  for (int s = 0; s < l.pp; ++s) {
+    StageMemory st;
+    st.stage = s;
+    st.layers = layers[s];
+    st.params = stage_params_per_rank(m, l, s, layers[s]);
+    st.states = model_state_bytes(st.params, cfg.train.precision, l.zero, l.dp);
+    st.in_flight = microbatches_in_flight(l.schedule, l.pp, s, mb, l.virtual_stages);
+    st.per_layer_activation = per_layer;
+    st.activations = st.in_flight * double(st.layers) * per_layer;
+    if (l.recompute == Recompute::Full)
+      st.recompute_working = layer_activation_bytes(shape, Recompute::None);
+    else if (l.recompute == Recompute::Selective)
+      st.recompute_working = attention_score_bytes(shape);
+    if (s == 0 && shape.dropout) st.edge_activations += st.in_flight * sbh / sp_div;  // embedding dropout mask
+    if (s == l.pp - 1) {
+      // Final LayerNorm input, LM-head input (gathered over TP), fp32 logits of this rank's vocabulary
+      // shard (Korthikanti Sec. 4.3: 4sbh/t * (1 + v/h) with SP), per micro-batch alive on this stage.
+      const double last_in_flight = microbatches_in_flight(l.schedule, l.pp, l.pp - 1, mb, l.virtual_stages);
+      st.edge_activations +=
+          last_in_flight * (e * sbh / sp_div + e * sbh + 4.0 * shape.seq * shape.micro_batch * V / l.tp);
+    }
+    // Communication buffers: two DP buckets in flight (mesh.bucket_mb), PP receive buffers for an
+    // activation and a gradient, the all-gathered input of a sequence-parallel GEMM.
+    if (l.dp > 1) st.comm_buffers += std::min(2.0 * cfg.mesh.bucket_mb * kMiB, st.states.gradients);
+    if (l.pp > 1) st.comm_buffers += 2.0 * e * sbh;
+    if (l.sequence_parallel && l.tp > 1) st.comm_buffers += e * sbh;
+    st.reserved = cluster.reserved_gib * kGiB;
+    est.stages.push_back(st);
+  }
+  est.peak_stage = 0;
+  for (int s = 1; s < l.pp; ++s)
+    if (est.stages[s].total() > est.stages[est.peak_stage].total()) est.peak_stage = s;
+  est.fits = est.peak_bytes() <= est.capacity;
+  return est;
+}
+
+}  // namespace trident::planner
