@@ -62,6 +62,17 @@ ParallelMesh::ParallelMesh(MPI_Comm world, const MeshConfig& mesh, MpiWait wait)
   tp_ = make_group("tp", world_.mpi_comm(), layout_.tp_group(me), wait);
   pp_ = make_group("pp", world_.mpi_comm(), layout_.pp_group(me), wait);
   dp_ = make_group("dp", world_.mpi_comm(), layout_.dp_group(me), wait);
+  // The embedding group: every rank takes part in the split, members are the two edge stages.
+  const int last = layout_.pp_size() - 1;
+  const bool edge = last > 0 && (coord_.pp == 0 || coord_.pp == last);
+  Coord first_stage = coord_, last_stage = coord_;
+  first_stage.pp = 0;
+  last_stage.pp = last;
+  MPI_Comm emb;
+  MPI_Comm_split(world_.mpi_comm(), edge ? layout_.rank_of(first_stage) : MPI_UNDEFINED, coord_.pp, &emb);
+  if (emb != MPI_COMM_NULL)
+    embedding_ = std::make_unique<Group>(
+        "embedding", emb, std::vector<int>{layout_.rank_of(first_stage), layout_.rank_of(last_stage)}, wait);
 
   // TP exchanges activations every layer: it needs the intra-node links.
   int highest = node_.node, minus_lowest = -node_.node;
@@ -94,6 +105,7 @@ void ParallelMesh::attach_nccl() {
   tp_->attach_nccl();
   pp_->attach_nccl();
   dp_->attach_nccl();
+  if (embedding_) embedding_->attach_nccl();
 #else
   throw Error("runtime.backend = \"cuda\" needs a CUDA build of trident (this one was built without CUDA)");
 #endif

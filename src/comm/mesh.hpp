@@ -25,6 +25,9 @@ class ParallelMesh {
   Group& tp() { return *tp_; }
   Group& pp() { return *pp_; }
   Group& dp() { return *dp_; }
+  // First and last pipeline stage of this rank's pipeline (same dp, tp), which both hold the tied
+  // token embedding; null on other stages and when pp = 1.
+  Group* embedding() { return embedding_.get(); }
 
   bool is_first_stage() const { return coord_.pp == 0; }
   bool is_last_stage() const { return coord_.pp == layout_.pp_size() - 1; }
@@ -43,7 +46,7 @@ class ParallelMesh {
   NodeInfo node_;
   Coord coord_;
   Group world_;
-  std::unique_ptr<Group> tp_, pp_, dp_;
+  std::unique_ptr<Group> tp_, pp_, dp_, embedding_;
   bool tp_spans_nodes_ = false;
 };
 

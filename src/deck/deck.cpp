@@ -257,6 +257,7 @@ class DeckReader {
     if (mesh.schedule == Schedule::Interleaved) {
       if (mesh.virtual_stages < 2)
         rule_error("mesh", "schedule", "[mesh] schedule = \"interleaved\" needs virtual_stages >= 2");
+      if (mesh.pp < 2) rule_error("mesh", "schedule", "[mesh] schedule = \"interleaved\" needs pp >= 2");
       if (m % mesh.pp != 0)
         rule_error("mesh", "schedule",
                    fmt::format("[mesh] schedule = \"interleaved\" needs micro-batches per step ({} = global_batch / "

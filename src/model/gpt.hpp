@@ -64,6 +64,8 @@ class GptModel {
   ActivationBytes activation_bytes() const { return act_bytes_; }
   // Elements of a stage-boundary activation (this rank's rows x hidden).
   int64_t boundary_size() const { return Nl_ * shapes_.C; }
+  // Token positions in one micro-batch (B*T).
+  int64_t positions() const { return N_; }
 
   // ---- pipeline interface: one micro-batch through this chunk ----
   // Forward of a micro-batch. `tokens` (host, B*T) feed the embedding on the first chunk; `input`

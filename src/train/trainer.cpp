@@ -4,9 +4,15 @@
 #include <cmath>
 #include <vector>
 
+#include <mpi.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "optim/lr_schedule.hpp"
+#include "pipeline/partition.hpp"
 #include "train/flops.hpp"
 
 namespace trident {
@@ -15,11 +21,9 @@ namespace {
 // Refuses what this build cannot do yet, naming it, instead of silently ignoring deck keys.
 void require_supported(const Config& cfg, const ParallelMesh* mesh) {
   TRIDENT_CHECK(mesh || cfg.mesh.world_size() == 1, "a parallel layout needs a ParallelMesh");
-  if (cfg.mesh.pp > 1) throw NotImplemented("pipeline parallelism (mesh.pp > 1)");
   if (cfg.mesh.dp > 1) throw NotImplemented("data parallelism (mesh.dp > 1)");
   if (cfg.runtime.backend == Backend::Cuda) throw NotImplemented("training on the cuda backend");
   if (!cfg.checkpoint.dir.empty()) throw NotImplemented("checkpoints (checkpoint.dir is set)");
-  if (!cfg.runtime.trace.empty()) throw NotImplemented("the pipeline timeline trace (runtime.trace is set)");
   if (cfg.data.path.empty()) throw Error(fmt::format("{}: [data] path is empty: `train` needs training data", cfg.source));
 }
 
@@ -30,22 +34,34 @@ Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh) : cfg_
   TensorParallel tp;
   if (mesh_ && cfg_.mesh.tp > 1) tp = TensorParallel{&mesh_->tp(), cfg_.mesh.sequence_parallel};
   shapes_ = GptShapes::from(cfg_.model, cfg_.mesh.tp);
-  model_ = std::make_unique<GptModel>(shapes_, k_, cfg_.train.recompute, cfg_.train.micro_batch, tp);
-  optimizer_ = std::make_unique<AdamW>(model_->layout(), k_, cfg_.train);
-
-  // The whole model is built on every rank, then each keeps its shard: the same global weights
-  // whatever the layout. (Generating only the local slice is possible, since the initialisation is
-  // counter-based, when models outgrow host memory.)
-  const ParameterLayout& global = model_->global_layout();
-  std::vector<float> whole(global.total());
-  if (cfg_.model.init_from.empty()) {
-    init_parameters(global, cfg_.model.init_std, cfg_.model.seed, whole.data());
-  } else {
-    load_hf_safetensors(global, cfg_.model.init_from, whole.data());
+  const int pp = cfg_.mesh.pp, v = cfg_.mesh.virtual_stages;
+  const int stage = mesh_ ? mesh_->coord().pp : 0;
+  const std::vector<int64_t> sizes = partition_layers(cfg_);
+  for (int c = 0; c < v; ++c) {
+    chunks_.push_back(std::make_unique<GptModel>(shapes_, k_, cfg_.train.recompute, cfg_.train.micro_batch, tp,
+                                                 chunk_spec(sizes, int64_t(c) * pp + stage)));
+    optimizers_.push_back(std::make_unique<AdamW>(chunks_.back()->layout(), k_, cfg_.train));
   }
-  std::vector<float> host(model_->layout().total());
-  shard_parameters(global, whole.data(), model_->layout(), host.data());
-  k_.copy_to_device(model_->params(), host.data(), int64_t(host.size()));
+
+  // The whole model is built on every rank, then each keeps its chunks' shards: the same global
+  // weights whatever the layout. (Generating only the local slices is possible, since the
+  // initialisation is counter-based, when models outgrow host memory.)
+  const ParameterLayout whole(shapes_);
+  std::vector<float> weights(whole.total());
+  if (cfg_.model.init_from.empty()) {
+    init_parameters(whole, cfg_.model.init_std, cfg_.model.seed, weights.data());
+  } else {
+    load_hf_safetensors(whole, cfg_.model.init_from, weights.data());
+  }
+  for (auto& chunk : chunks_) {
+    std::vector<float> host(chunk->layout().total());
+    shard_parameters(whole, weights.data(), chunk->layout(), host.data());
+    k_.copy_to_device(chunk->params(), host.data(), int64_t(host.size()));
+  }
+  std::vector<GptModel*> raw;
+  for (auto& chunk : chunks_) raw.push_back(chunk.get());
+  executor_ = std::make_unique<PipelineExecutor>(raw, mesh_ && pp > 1 ? &mesh_->pp() : nullptr, cfg_.mesh.schedule, k_);
+  executor_->set_tracing(!cfg_.runtime.trace.empty());
 
   const auto& d = cfg_.data;
   train_stream_ = open_token_stream(d.format, d.path, cfg_.model.vocab_size);
@@ -55,46 +71,77 @@ Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh) : cfg_
     val_sampler_ = std::make_unique<BatchSampler>(*val_stream_, DataOrder::Sequential, d.seed, shapes_.T,
                                                   cfg_.train.global_batch);
   }
-  inputs_.resize(cfg_.train.micro_batch * shapes_.T);
-  targets_.resize(inputs_.size());
   flops_per_token_ = model_flops_per_token(shapes_, parameter_count(cfg_.model));
   peak_tflops_ = cfg_.runtime.peak_tflops > 0 ? cfg_.runtime.peak_tflops : measure_cpu_gemm_tflops();
 }
 
-void Trainer::fill_micro_batch(const BatchSampler& sampler, int64_t step0, int64_t first_sample) {
-  const int64_t T = shapes_.T;
+Trainer::~Trainer() = default;
+
+void Trainer::fill_micro_batch(const BatchSampler& sampler, int64_t step0, int64_t micro_batch, int32_t* inputs,
+                               int32_t* targets) const {
+  const int64_t T = shapes_.T, first = micro_batch * cfg_.train.micro_batch;
   for (int64_t b = 0; b < cfg_.train.micro_batch; ++b)
-    sampler.sample(step0, first_sample + b, inputs_.data() + b * T, targets_.data() + b * T);
+    sampler.sample(step0, first + b, inputs + b * T, targets + b * T);
+}
+
+void Trainer::reduce_tied_embedding() {
+  if (!shapes_.tied || cfg_.mesh.pp == 1) return;
+  Group* group = mesh_->embedding();
+  if (!group) return;
+  for (auto& chunk : chunks_) {
+    const auto& layout = chunk->layout();
+    if (layout.wte() >= 0) group->all_reduce(chunk->grads() + layout.wte(), layout.find("transformer.wte.weight").numel);
+  }
+}
+
+double Trainer::global_gradient_norm() {
+  double sharded = 0, replicated = 0;
+  const bool duplicate_wte = shapes_.tied && cfg_.mesh.pp > 1;
+  for (auto& chunk : chunks_) {
+    // The last stage's copy of a tied embedding is counted by the first stage.
+    const bool skip = duplicate_wte && chunk->layout().has_head() && !chunk->layout().has_embedding();
+    const auto [s, r] = chunk->gradient_square_sums(skip);
+    sharded += s;
+    replicated += r;
+  }
+  if (mesh_ && mesh_->tp().size() > 1) mesh_->tp().all_reduce(&sharded, 1);
+  double total = sharded + replicated;
+  if (mesh_ && mesh_->pp().size() > 1) mesh_->pp().all_reduce(&total, 1);
+  return std::sqrt(total);
 }
 
 StepMetrics Trainer::train_step(int64_t step) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   const auto& t = cfg_.train;
-  const int64_t micro_batches = cfg_.micro_batches_per_step();
   const double positions = double(t.global_batch) * double(shapes_.T);
-  const int64_t n = model_->layout().total();
 
-  k_.fill(model_->grads(), 0.f, n);
-  double loss_sum = 0;
-  for (int64_t mb = 0; mb < micro_batches; ++mb) {
-    fill_micro_batch(*train_sampler_, step - 1, mb * t.micro_batch);
-    loss_sum += model_->forward_backward(inputs_.data(), targets_.data(), float(1.0 / positions));
-  }
+  for (auto& chunk : chunks_) k_.fill(chunk->grads(), 0.f, chunk->layout().total());
+  double loss_sum = executor_->train(
+      int(cfg_.micro_batches_per_step()),
+      [&](int64_t mb, int32_t* inputs, int32_t* targets) { fill_micro_batch(*train_sampler_, step - 1, mb, inputs, targets); },
+      float(1.0 / positions));
+  pipeline_wait_s_ += executor_->last_wait_s();
+  for (auto& chunk : chunks_) chunk->finish_gradients();
+  reduce_tied_embedding();
+  // The loss is known on the last stage; every rank reports it.
+  if (mesh_ && mesh_->pp().size() > 1) mesh_->pp().broadcast(&loss_sum, 1, mesh_->pp().size() - 1);
+
   StepMetrics m;
   m.step = step;
   m.loss = loss_sum / positions;
   m.lr = learning_rate(t, step);
-  model_->finish_gradients();
-  m.grad_norm = model_->gradient_norm();
-  clip_gradients(k_, model_->grads(), n, m.grad_norm, t.grad_clip);
-  optimizer_->update(model_->params(), model_->grads(), m.lr, step);
+  m.grad_norm = global_gradient_norm();
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    GptModel& chunk = *chunks_[c];
+    clip_gradients(k_, chunk.grads(), chunk.layout().total(), m.grad_norm, t.grad_clip);
+    optimizers_[c]->update(chunk.params(), chunk.grads(), m.lr, step);
+  }
   k_.fence();
 
   m.step_ms = std::chrono::duration<double, std::milli>(clock::now() - start).count();
-  const double tokens = positions;
-  m.tokens_per_s = tokens / (m.step_ms / 1e3);
-  m.tflops = flops_per_token_ * tokens / (m.step_ms / 1e3) / 1e12;
+  m.tokens_per_s = positions / (m.step_ms / 1e3);
+  m.tflops = flops_per_token_ * positions / (m.step_ms / 1e3) / 1e12 / double(cfg_.mesh.world_size());
   m.mfu = m.tflops / peak_tflops_;
   m.memory_gib = double(peak_rss_bytes()) / double(1 << 30);
   return m;
@@ -102,33 +149,68 @@ StepMetrics Trainer::train_step(int64_t step) {
 
 double Trainer::validation_loss() {
   TRIDENT_CHECK(val_sampler_, "validation asked for without data.val_path");
-  const int64_t micro_batches = cfg_.micro_batches_per_step();
   double sum = 0;
   for (int64_t v = 0; v < cfg_.data.val_steps; ++v)
-    for (int64_t mb = 0; mb < micro_batches; ++mb) {
-      fill_micro_batch(*val_sampler_, v, mb * cfg_.train.micro_batch);
-      sum += model_->forward_loss(inputs_.data(), targets_.data());
-    }
+    sum += executor_->evaluate(int(cfg_.micro_batches_per_step()), [&](int64_t mb, int32_t* inputs, int32_t* targets) {
+      fill_micro_batch(*val_sampler_, v, mb, inputs, targets);
+    });
+  if (mesh_ && mesh_->pp().size() > 1) mesh_->pp().broadcast(&sum, 1, mesh_->pp().size() - 1);
   return sum / (double(cfg_.data.val_steps) * cfg_.train.global_batch * shapes_.T);
+}
+
+void Trainer::write_trace() const {
+  // Every rank's events, gathered on world rank 0 into one Chrome trace (one process per rank).
+  nlohmann::json mine = nlohmann::json::array();
+  const int rank = mesh_ ? mesh_->world_rank() : 0;
+  const Coord c = mesh_ ? mesh_->coord() : Coord{};
+  mine.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank},
+                  {"args", {{"name", fmt::format("rank {} (dp {}, pp {}, tp {})", rank, c.dp, c.pp, c.tp)}}}});
+  for (const auto& e : executor_->trace())
+    mine.push_back({{"name", e.name}, {"ph", "X"}, {"pid", rank}, {"tid", 0}, {"ts", e.start_us}, {"dur", e.duration_us},
+                    {"cat", e.name == "wait" ? "wait" : e.name[0] == 'F' ? "forward" : "backward"}});
+  const std::string text = mine.dump();
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int length = int(text.size());
+  std::vector<int> lengths(size), offsets(size);
+  MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::string all;
+  if (rank == 0) {
+    for (int r = 0, off = 0; r < size; off += lengths[r], ++r) offsets[r] = off;
+    all.resize(size_t(offsets[size - 1] + lengths[size - 1]));
+  }
+  MPI_Gatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0, MPI_COMM_WORLD);
+  if (rank != 0) return;
+  nlohmann::json events = nlohmann::json::array();
+  for (int r = 0; r < size; ++r)
+    for (auto& e : nlohmann::json::parse(all.substr(size_t(offsets[r]), size_t(lengths[r])))) events.push_back(e);
+  std::ofstream f(cfg_.runtime.trace);
+  TRIDENT_CHECK(f.good(), "runtime.trace: cannot write {}", cfg_.runtime.trace);
+  f << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
+  log::info("timeline written to {} (open it in chrome://tracing or ui.perfetto.dev)", cfg_.runtime.trace);
 }
 
 std::vector<StepMetrics> Trainer::run() {
   const auto& t = cfg_.train;
-  const auto act = model_->activation_bytes();
-  log::info("model: {} parameters ({} stored with vocabulary padding), {} layers, hidden {}, heads {}, vocab {}",
-            parameter_count(cfg_.model), model_->layout().total(), shapes_.L, shapes_.C, shapes_.NH, shapes_.V);
-  log::info("memory: parameters {:.1f} MiB, gradients {:.1f} MiB, AdamW state {:.1f} MiB, activations {:.1f} MiB "
-            "saved ({} recompute) + {:.1f} MiB scratch",
-            model_->layout().total() * 4 / 1048576.0, model_->layout().total() * 4 / 1048576.0,
-            optimizer_->state_bytes() / 1048576.0, act.saved / 1048576.0, to_string(t.recompute),
-            act.scratch / 1048576.0);
+  int64_t params = 0, act_saved = 0, act_peak = 0, state = 0;
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    params += chunks_[c]->layout().total();
+    state += optimizers_[c]->state_bytes();
+  }
+  log::info("model: {} parameters, {} layers, hidden {}, heads {}, vocab {} (stored {} with padding); this rank "
+            "holds {} in {} chunk(s)",
+            parameter_count(cfg_.model), shapes_.L, shapes_.C, shapes_.NH, shapes_.V, shapes_.Vp, params,
+            chunks_.size());
+  log::info("memory per rank: parameters {:.1f} MiB, gradients {:.1f} MiB, AdamW state {:.1f} MiB", params * 4 / 1048576.0,
+            params * 4 / 1048576.0, state / 1048576.0);
   log::info("data: {}; {} tokens per step in {} micro-batch(es) of {}", train_stream_->describe(),
             cfg_.tokens_per_step(), cfg_.micro_batches_per_step(), t.micro_batch);
   log::info("throughput reference: {:.3f} TFLOP/s per rank ({})", peak_tflops_,
             cfg_.runtime.peak_tflops > 0 ? "runtime.peak_tflops" : "measured sgemm rate of this CPU");
 
   std::unique_ptr<MetricsWriter> metrics;
-  if (!cfg_.runtime.metrics.empty()) metrics = std::make_unique<MetricsWriter>(cfg_.runtime.metrics, false);
+  if (!cfg_.runtime.metrics.empty() && (!mesh_ || mesh_->world_rank() == 0))
+    metrics = std::make_unique<MetricsWriter>(cfg_.runtime.metrics, false);
   std::vector<StepMetrics> history;
   double total_ms = 0;
   for (int64_t step = 1; step <= t.steps; ++step) {
@@ -142,18 +224,32 @@ std::vector<StepMetrics> Trainer::run() {
     if (!std::isfinite(m.loss)) throw Error(fmt::format("step {}: the loss is {}; training diverged", step, m.loss));
     history.push_back(m);
   }
+  for (auto& chunk : chunks_) {
+    act_saved += chunk->activation_bytes().saved * chunk->activation_bytes().peak_slots;
+    act_peak += chunk->activation_bytes().peak();
+  }
   if (!history.empty()) {
     const double mean_ms = total_ms / double(history.size());
-    const double tflops = flops_per_token_ * cfg_.tokens_per_step() / (mean_ms / 1e3) / 1e12;
+    const double tflops = flops_per_token_ * cfg_.tokens_per_step() / (mean_ms / 1e3) / 1e12 / cfg_.mesh.world_size();
     std::string comm;
     if (mesh_ && mesh_->tp().size() > 1)
-      comm = fmt::format(" | TP comm {:.1f}% of step time ({:.1f} MiB moved by this rank)",
-                         100 * mesh_->tp().counters().seconds * 1e3 / total_ms,
-                         mesh_->tp().counters().total_bytes() / 1048576.0);
-    log::info("summary: {} steps | loss {:.4f} -> {:.4f} | {:.1f} ms/step | {:.0f} tok/s | {:.3f} TFLOP/s | MFU {:.1f}%{}",
+      comm += fmt::format(" | TP comm {:.1f}% of step time ({:.1f} MiB moved by this rank)",
+                          100 * mesh_->tp().counters().seconds * 1e3 / total_ms,
+                          mesh_->tp().counters().total_bytes() / 1048576.0);
+    if (cfg_.mesh.pp > 1) comm += fmt::format(" | pipeline wait {:.1f}% of step time", 100 * pipeline_wait_s_ * 1e3 / total_ms);
+    log::info("summary: {} steps | loss {:.4f} -> {:.4f} | {:.1f} ms/step | {:.0f} tok/s | {:.3f} TFLOP/s per rank | "
+              "MFU {:.1f}%{}",
               history.size(), history.front().loss, history.back().loss, mean_ms,
               cfg_.tokens_per_step() / (mean_ms / 1e3), tflops, 100 * tflops / peak_tflops_, comm);
   }
+  // Each pipeline stage holds different activations: the first rank of every stage reports its own.
+  const bool reporter = !mesh_ || (mesh_->coord().tp == 0 && mesh_->coord().dp == 0);
+  if (reporter && (cfg_.mesh.pp == 1 ? log::is_root() : true))
+    spdlog::info("activations on pipeline stage {} ({} recompute): {:.1f} MiB saved for backward at the peak of {} "
+                 "micro-batch(es) in flight, {:.1f} MiB with scratch",
+                 mesh_ ? mesh_->coord().pp : 0, to_string(t.recompute), act_saved / 1048576.0,
+                 chunks_[0]->activation_bytes().peak_slots, act_peak / 1048576.0);
+  if (!cfg_.runtime.trace.empty()) write_trace();
   return history;
 }
 

@@ -1,7 +1,9 @@
 #pragma once
-// The training loop on one rank: batches from the data pipeline, forward/backward per micro-batch
-// with gradient accumulation, global-norm clipping, AdamW with the LR schedule, validation,
-// and the per-step log line and metrics.
+// The training loop of one rank: its pipeline chunks of the model (one when pp = 1), each a
+// tensor-parallel shard; batches from the data pipeline; the pipeline schedule over the step's
+// micro-batches with gradient accumulation; tied-embedding and sequence-parallel gradient
+// reductions; global-norm clipping across TP and PP; AdamW with the LR schedule; validation; and the
+// per-step log line, metrics and (runtime.trace) timeline.
 #include <memory>
 #include <vector>
 
@@ -11,42 +13,56 @@
 #include "kernels.hpp"
 #include "model/gpt.hpp"
 #include "optim/adamw.hpp"
+#include "pipeline/executor.hpp"
 #include "train/metrics.hpp"
 
 namespace trident {
 
 class Trainer {
  public:
-  // Builds the model (init_from or seeded init; this rank's shard of it), optimizer and data
+  // Builds this rank's chunks (init_from or seeded init; its shard of them), optimizers and data
   // streams. `mesh` may be null for a serial run. Throws trident::Error for what the deck asks and
   // this build cannot do.
   Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh = nullptr);
+  ~Trainer();
 
   // Runs steps 1..train.steps, logging and writing metrics; returns every step's figures.
   std::vector<StepMetrics> run();
 
-  // One optimizer step (1-based): the loss is that of the step's batch before its update.
+  // One optimizer step (1-based): the loss is that of the step's batch before its update, the same
+  // on every rank.
   StepMetrics train_step(int64_t step);
   // Mean loss over data.val_steps validation batches.
   double validation_loss();
 
-  GptModel& model() { return *model_; }
-  AdamW& optimizer() { return *optimizer_; }
+  // This rank's chunks (local chunk c is global chunk c*pp + stage) and their optimizers.
+  const std::vector<std::unique_ptr<GptModel>>& chunks() const { return chunks_; }
+  const std::vector<std::unique_ptr<AdamW>>& optimizers() const { return optimizers_; }
+  // The single chunk of a rank without virtual stages.
+  GptModel& model() { return *chunks_.at(0); }
+  AdamW& optimizer() { return *optimizers_.at(0); }
+  PipelineExecutor& pipeline() { return *executor_; }
 
  private:
-  void fill_micro_batch(const BatchSampler& sampler, int64_t step0, int64_t first_sample);
+  void fill_micro_batch(const BatchSampler& sampler, int64_t step0, int64_t micro_batch, int32_t* inputs,
+                        int32_t* targets) const;
+  // Tied embeddings split across the edge stages: sum their gradients so both copies stay equal.
+  void reduce_tied_embedding();
+  double global_gradient_norm();
+  void write_trace() const;
 
   Config cfg_;
   Kernels& k_;
   ParallelMesh* mesh_;
   GptShapes shapes_;
-  std::unique_ptr<GptModel> model_;
-  std::unique_ptr<AdamW> optimizer_;
+  std::vector<std::unique_ptr<GptModel>> chunks_;
+  std::vector<std::unique_ptr<AdamW>> optimizers_;
+  std::unique_ptr<PipelineExecutor> executor_;
   std::unique_ptr<TokenStream> train_stream_, val_stream_;
   std::unique_ptr<BatchSampler> train_sampler_, val_sampler_;
-  std::vector<int32_t> inputs_, targets_;
   double flops_per_token_ = 0;
   double peak_tflops_ = 0;
+  double pipeline_wait_s_ = 0;
 };
 
 }  // namespace trident

@@ -37,6 +37,10 @@ int run_command(const std::string& command, std::string* output) {
 
 std::string trident_binary() { return TRIDENT_BINARY; }
 
+std::string without_parent_mpi_env() {
+  return "env -u PMI_FD -u PMI_RANK -u PMI_SIZE -u PMI_PORT -u PMI_ID -u MPI_LOCALNRANKS -u MPI_LOCALRANKID";
+}
+
 std::string make_temp_dir(const std::string& prefix) {
   std::string tmpl = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
   if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed for " + tmpl);

@@ -13,6 +13,10 @@ int world_size();
 // Runs a shell command, returns its exit status and fills `output` with stdout+stderr.
 int run_command(const std::string& command, std::string* output);
 
+// A command prefix that removes the PMI variables of the test's own MPI job, so that a child
+// program (trident, or mpiexec) starts a fresh job instead of joining the parent's.
+std::string without_parent_mpi_env();
+
 // Path of the trident executable built with the tests.
 std::string trident_binary();
 

@@ -78,9 +78,10 @@ RunResult run_steps(const Config& cfg, ParallelMesh* mesh, int64_t steps) {
     const StepMetrics m = trainer.train_step(s);
     r.losses.push_back(m.loss);
     r.grad_norms.push_back(m.grad_norm);
-    if (s == 1) r.step1_grads = by_name(trainer.model(), trainer.model().grads());
+    if (s == 1)
+      for (auto& chunk : trainer.chunks()) r.step1_grads.merge(by_name(*chunk, chunk->grads()));
   }
-  r.final_params = by_name(trainer.model(), trainer.model().params());
+  for (auto& chunk : trainer.chunks()) r.final_params.merge(by_name(*chunk, chunk->params()));
   return r;
 }
 
