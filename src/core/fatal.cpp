@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/error.hpp"
@@ -20,6 +21,12 @@ void abort_job(const char* what, int code) {
   if (initialized && !finalized) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+  }
+  if (size > 1 && rank != 0) {
+    // When every rank fails alike (a deck error, say), rank 0's abort ends the others during this
+    // pause and the job prints one message; a failure of this rank alone is reported just after it.
+    const timespec pause{0, 500 * 1000 * 1000};
+    nanosleep(&pause, nullptr);
   }
   if (size > 1) {
     spdlog::error("{} (rank {} of {} ends the job)", what, rank, size);
