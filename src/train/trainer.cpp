@@ -21,7 +21,7 @@ namespace {
 // Refuses what this build cannot do yet, naming it, instead of silently ignoring deck keys.
 void require_supported(const Config& cfg, const ParallelMesh* mesh) {
   TRIDENT_CHECK(mesh || cfg.mesh.world_size() == 1, "a parallel layout needs a ParallelMesh");
-  if (cfg.mesh.dp > 1) throw NotImplemented("data parallelism (mesh.dp > 1)");
+  if (cfg.mesh.dp > 1 && cfg.mesh.zero > 0) throw NotImplemented("ZeRO sharding (mesh.zero > 0 with dp > 1)");
   if (cfg.runtime.backend == Backend::Cuda) throw NotImplemented("training on the cuda backend");
   if (!cfg.checkpoint.dir.empty()) throw NotImplemented("checkpoints (checkpoint.dir is set)");
   if (cfg.data.path.empty()) throw Error(fmt::format("{}: [data] path is empty: `train` needs training data", cfg.source));
@@ -77,9 +77,13 @@ Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh) : cfg_
 
 Trainer::~Trainer() = default;
 
+// DP rank r trains on samples [r*G/dp, (r+1)*G/dp) of every global batch of G samples, so the union
+// over the DP group is exactly the serial run's batch.
 void Trainer::fill_micro_batch(const BatchSampler& sampler, int64_t step0, int64_t micro_batch, int32_t* inputs,
                                int32_t* targets) const {
-  const int64_t T = shapes_.T, first = micro_batch * cfg_.train.micro_batch;
+  const int64_t dp_rank = mesh_ ? mesh_->coord().dp : 0;
+  const int64_t T = shapes_.T;
+  const int64_t first = dp_rank * (cfg_.train.global_batch / cfg_.mesh.dp) + micro_batch * cfg_.train.micro_batch;
   for (int64_t b = 0; b < cfg_.train.micro_batch; ++b)
     sampler.sample(step0, first + b, inputs + b * T, targets + b * T);
 }
@@ -92,6 +96,18 @@ void Trainer::reduce_tied_embedding() {
     const auto& layout = chunk->layout();
     if (layout.wte() >= 0) group->all_reduce(chunk->grads() + layout.wte(), layout.find("transformer.wte.weight").numel);
   }
+}
+
+// Sums the gradients over the DP group in buckets of mesh.bucket_mb, all in flight at once.
+void Trainer::reduce_data_parallel() {
+  if (!mesh_ || mesh_->dp().size() == 1) return;
+  const int64_t bucket = std::max<int64_t>(1, int64_t(cfg_.mesh.bucket_mb * 1048576.0 / sizeof(float)));
+  std::vector<Request> pending;
+  for (auto& chunk : chunks_)
+    for (int64_t begin = 0; begin < chunk->layout().total(); begin += bucket)
+      pending.push_back(mesh_->dp().iall_reduce(chunk->grads() + begin,
+                                                std::min(bucket, chunk->layout().total() - begin)));
+  mesh_->dp().wait_all(pending);
 }
 
 double Trainer::global_gradient_norm() {
@@ -124,8 +140,10 @@ StepMetrics Trainer::train_step(int64_t step) {
   pipeline_wait_s_ += executor_->last_wait_s();
   for (auto& chunk : chunks_) chunk->finish_gradients();
   reduce_tied_embedding();
-  // The loss is known on the last stage; every rank reports it.
+  reduce_data_parallel();
+  // The loss is known on the last stage of each DP replica; every rank reports the global batch's.
   if (mesh_ && mesh_->pp().size() > 1) mesh_->pp().broadcast(&loss_sum, 1, mesh_->pp().size() - 1);
+  if (mesh_ && mesh_->dp().size() > 1) mesh_->dp().all_reduce(&loss_sum, 1);
 
   StepMetrics m;
   m.step = step;
@@ -155,6 +173,7 @@ double Trainer::validation_loss() {
       fill_micro_batch(*val_sampler_, v, mb, inputs, targets);
     });
   if (mesh_ && mesh_->pp().size() > 1) mesh_->pp().broadcast(&sum, 1, mesh_->pp().size() - 1);
+  if (mesh_ && mesh_->dp().size() > 1) mesh_->dp().all_reduce(&sum, 1);
   return sum / (double(cfg_.data.val_steps) * cfg_.train.global_batch * shapes_.T);
 }
 
@@ -237,6 +256,8 @@ std::vector<StepMetrics> Trainer::run() {
                           100 * mesh_->tp().counters().seconds * 1e3 / total_ms,
                           mesh_->tp().counters().total_bytes() / 1048576.0);
     if (cfg_.mesh.pp > 1) comm += fmt::format(" | pipeline wait {:.1f}% of step time", 100 * pipeline_wait_s_ * 1e3 / total_ms);
+    if (mesh_ && mesh_->dp().size() > 1)
+      comm += fmt::format(" | DP reduction {:.1f}% of step time", 100 * mesh_->dp().counters().seconds * 1e3 / total_ms);
     log::info("summary: {} steps | loss {:.4f} -> {:.4f} | {:.1f} ms/step | {:.0f} tok/s | {:.3f} TFLOP/s per rank | "
               "MFU {:.1f}%{}",
               history.size(), history.front().loss, history.back().loss, mean_ms,

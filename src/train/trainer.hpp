@@ -48,6 +48,8 @@ class Trainer {
                         int32_t* targets) const;
   // Tied embeddings split across the edge stages: sum their gradients so both copies stay equal.
   void reduce_tied_embedding();
+  // Data parallelism: gradients summed over the DP group (the loss is already a global-batch mean).
+  void reduce_data_parallel();
   double global_gradient_norm();
   void write_trace() const;
 
