@@ -1,0 +1,251 @@
+#pragma once
+// Checkpoints: one parallel HDF5 file per checkpoint, written collectively through MPI-IO
+// (docs/checkpoints.md is the full specification; this header is the API).
+//
+// File DIR/step_<8 digits>.h5:
+//   /model/<hf name>                 parameters, float32, global unpadded Hugging Face shape
+//                                    (Conv1D weights [in, out], vocabulary rows V, never Vp)
+//   /optim/exp_avg/<hf name>         AdamW first moment, same name and shape
+//   /optim/exp_avg_sq/<hf name>      AdamW second moment
+//   /optim/master/<hf name>          fp32 master weights, only when the run keeps them
+//   /deck                            the resolved deck (TOML text)
+//   attributes: format, format_version, step; /train, /rng, /lr_schedule, /data, /layout, /model,
+//   /optim hold the scalars; every dataset carries a `checksum` attribute (see checksum.hpp).
+// Every rank writes only its own hyperslabs of each global dataset; any other layout reads its own
+// hyperslabs back, so resharding (tp, pp, dp, zero, virtual_stages) needs no conversion step.
+//
+// Atomicity: written as step_N.h5.tmp, H5Fflush (MPI_File_sync) + close + fsync, renamed to
+// step_N.h5, directory fsynced, then DIR/latest (one line naming the file) replaced the same way,
+// and only then are checkpoints beyond `keep` deleted. A crash at any point leaves every earlier
+// checkpoint and a `latest` that names a complete one.
+//
+// What the trainer calls (all collective over the communicator given, the world):
+//   start-up:   resume_checkpoint(cfg, shard, comm)  -> nullopt (start fresh) or the header loaded;
+//               copy the host buffers to the device, continue at header.progress.step + 1.
+//   each step:  schedule.should_write(step)           (collective decision)
+//               -> write_checkpoint(cfg.checkpoint.dir, cfg, shard, progress_after_step(cfg, step, loss), comm)
+//   signals:    request_checkpoint()                   (async-signal-safe)
+#include <mpi.h>
+
+#include <csignal>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "deck/config.hpp"
+#include "model/parameters.hpp"
+
+namespace trident {
+
+// Format version written by this build; a reader refuses files with a larger one.
+inline constexpr int64_t kCheckpointFormatVersion = 1;
+
+// A checkpoint that is missing, damaged, from a newer format, or does not fit the model. The message
+// names the file and, where one is at fault, the dataset. Thrown on every rank alike by the
+// collective functions (the verdict is agreed before throwing), so callers may catch it.
+class CheckpointError : public Error {
+ public:
+  using Error::Error;
+};
+
+// One rank's share of the training state, as HOST buffers in this rank's ParameterLayout (a TP slice
+// of the tensors of its pipeline stage(s)). The write functions read the buffers, the load functions
+// fill them.
+//
+// Ownership (who writes, and whose data the checksums are computed from): every element of every
+// dataset must be written by exactly one rank; write_checkpoint checks the element counts and
+// refuses to commit a checkpoint otherwise. The rules for the layouts of trident:
+//   * TP ranks hold disjoint slices: all own theirs. Tensors replicated over the TP group
+//     (TpSplit::None: LayerNorms, wpe, row-parallel biases) are owned by TP rank 0 automatically.
+//   * DP replicas hold the same parameters: only dp rank 0 sets params_owner. Without ZeRO they hold
+//     the same optimizer state too: only dp rank 0 sets optim_owner. With ZeRO-1/2 every DP rank owns
+//     its partition [optim_begin, optim_end) of the optimizer state.
+//   * A tensor held by two pipeline stages (the tied embedding: transformer.wte.weight on the first
+//     stage, used as the LM head on the last) is written by the LOWEST pipeline stage that holds it;
+//     the others list its name in not_owned. Virtual stages of one rank are one layout.
+// On load every rank reads everything it holds whatever the flags; the owners' partial checksums
+// verify the data read (a dataset not covered exactly once is verified by a separate read).
+struct RankShard {
+  const ParameterLayout* layout = nullptr;
+  float* params = nullptr;      // layout->total() floats (padding rows are written as zero on load)
+  // Optimizer state for the flat elements [optim_begin, optim_end) of the layout: exp_avg[k] is
+  // element optim_begin + k. Null exp_avg/exp_avg_sq on every rank: no optimizer state at all
+  // (a rank with an empty range may pass nulls while others hold state).
+  float* exp_avg = nullptr;
+  float* exp_avg_sq = nullptr;
+  float* master = nullptr;      // fp32 master weights (mixed precision), same range; null: none
+  int64_t optim_begin = 0;
+  int64_t optim_end = -1;       // -1: layout->total()
+  bool params_owner = true;
+  bool optim_owner = true;
+  std::vector<std::string> not_owned;  // tensors held here but written by a lower pipeline stage
+
+  int64_t optim_stop() const { return optim_end < 0 ? layout->total() : optim_end; }
+};
+
+// The scalar state of training after a completed step. The RNGs of trident are counter-based
+// (initialisation: f(seed, tensor, index); shuffle: f(seed, epoch)), so their state is (seed,
+// counter), and the LR schedule is a function of the step.
+struct TrainingProgress {
+  int64_t step = 0;              // optimizer steps completed; training resumes at step + 1
+  int64_t optimizer_step = 0;    // AdamW's step count (bias correction) after the last update
+  int64_t data_step = 0;         // 0-based global step of the next training batch (BatchSampler)
+  int64_t consumed_samples = 0;  // sequences consumed so far
+  uint64_t model_seed = 0;       // model.seed
+  uint64_t data_seed = 0;        // data.seed (shuffle order)
+  double lr = 0;                 // learning rate of the last step
+  double loss = 0;               // loss of the last step (informational; NaN when unknown)
+};
+
+// The progress after step `step` of a run of `cfg` with this sampler: optimizer_step = data_step =
+// step, consumed_samples = step * global_batch, seeds from the deck, lr = learning_rate(step).
+TrainingProgress progress_after_step(const Config& cfg, int64_t step, double loss);
+
+// The parallel layout a checkpoint was written with (informational: any layout can read it).
+struct SavedLayout {
+  int tp = 1, pp = 1, dp = 1, zero = 0, virtual_stages = 1;
+  bool sequence_parallel = false;
+  int world_size = 1;
+  std::string order = "tp-dp-pp";
+};
+
+struct CheckpointDataset {
+  std::string name;              // e.g. "/model/transformer.h.0.attn.c_attn.weight"
+  std::vector<int64_t> shape;
+  uint64_t checksum = 0;         // the stored `checksum` attribute
+};
+
+// Everything in a checkpoint but the tensor data (read by one rank, serially).
+struct CheckpointHeader {
+  std::string path;
+  int64_t format_version = 0;
+  std::string created_utc, trident_version;
+  TrainingProgress progress;
+  SavedLayout layout;
+  ModelConfig model;             // vocab_size, seq_len, layers, hidden, heads, ffn_hidden (resolved),
+                                 // tie_embeddings, init_std, seed
+  std::string lr_schedule;       // the schedule's name, for inspection
+  bool has_optimizer = false, has_master = false;
+  std::string deck;              // resolved TOML
+  uint64_t deck_checksum = 0;
+  std::vector<CheckpointDataset> datasets;  // tensor datasets, in file order of the groups
+};
+
+// Test hooks: stop (throw InjectedCrash) at a point of the write protocol, leaving the files as a
+// crash there would. The environment variable TRIDENT_CHECKPOINT_CRASH=before_rename|before_latest
+// makes a real process _exit(86) at that point instead (for end-to-end tests of `trident train`).
+enum class CrashPoint { None, BeforeRename, BeforeLatest };
+class InjectedCrash : public Error {
+ public:
+  using Error::Error;
+};
+
+struct WriteOptions {
+  CrashPoint crash_at = CrashPoint::None;
+  int64_t alignment_bytes = 0;   // H5Pset_alignment for datasets >= 1 MiB (file-system stripe size); 0 = off
+};
+
+// "step_00000123.h5"
+std::string checkpoint_file_name(int64_t step);
+
+// Collective over comm. Writes DIR/step_N.h5 (N = progress.step) atomically, updates DIR/latest and
+// deletes the oldest checkpoints beyond cfg.checkpoint.keep (0 keeps all). Returns the path.
+// The model and layout recorded come from cfg (cfg.model, cfg.mesh, cfg.resolved_toml).
+std::string write_checkpoint(const std::string& dir, const Config& cfg, const RankShard& shard,
+                             const TrainingProgress& progress, MPI_Comm comm, const WriteOptions& options = {});
+
+// Collective over comm. Fills this rank's buffers from checkpoint `path` whatever layout wrote it:
+// parameters always, optimizer state when shard.exp_avg is set (master weights when shard.master is
+// set; from /model when the checkpoint has none). Verifies the format version, the model (every
+// dataset's shape against cfg.model) and the checksum of every dataset read. Throws CheckpointError
+// (on every rank alike) naming the file and dataset.
+CheckpointHeader load_checkpoint(const std::string& path, const Config& cfg, RankShard& shard, MPI_Comm comm);
+
+struct ResumePoint {
+  CheckpointHeader header;             // of the checkpoint loaded
+  std::vector<std::string> skipped;    // damaged newer checkpoints passed over, each with its reason
+};
+
+// Collective. What checkpoint.resume asks for, loaded into `shard`:
+//   "never" (or checkpoint.dir empty with "auto"): nullopt, start fresh;
+//   "auto": the newest checkpoint in checkpoint.dir that loads and verifies; a damaged one is skipped
+//           with a warning naming file and dataset and the previous one is tried. nullopt when the
+//           directory holds no checkpoint; CheckpointError when it holds some and none is valid
+//           (a run never silently restarts from scratch over damaged checkpoints);
+//   a path (a checkpoint file, or a directory meaning its newest valid checkpoint): that one, a
+//           CheckpointError when it is not valid.
+std::optional<ResumePoint> resume_checkpoint(const Config& cfg, RankShard& shard, MPI_Comm comm);
+
+// ---- serial functions (one rank; the `trident ckpt` tools) ----
+
+// Reads and validates the structure of a checkpoint (format, version, required attributes and
+// groups, dataset shapes consistent with the model recorded, data within the file). No checksums.
+CheckpointHeader read_checkpoint_header(const std::string& path);
+
+// Complete checkpoints (step_N.h5, not .tmp) in dir, newest (highest step) first.
+std::vector<std::string> list_checkpoints(const std::string& dir);
+// The file DIR/latest names ("" when absent).
+std::string latest_checkpoint(const std::string& dir);
+// A checkpoint file as given, or for a directory its `latest` (or, without one, its newest).
+std::string resolve_checkpoint(const std::string& file_or_dir);
+
+// The checkpoint checkpoint.resume designates, by structure alone (no checksums): "" for "never",
+// or "auto" with no checkpoint; the newest structurally valid one for "auto" (passed-over ones are
+// appended to `skipped` with their reasons); the path itself for a path (CheckpointError if invalid).
+std::string find_resume_checkpoint(const CheckpointConfig& cfg, std::vector<std::string>* skipped = nullptr);
+
+// Re-reads every dataset (and the deck) and recomputes its checksum.
+struct DatasetVerdict {
+  std::string dataset;
+  bool ok = false;
+  uint64_t expected = 0, actual = 0;
+  std::string error;  // a read error instead of a mismatch
+};
+std::vector<DatasetVerdict> verify_checkpoint(const std::string& path);
+
+// Writes out_dir/model.safetensors (Hugging Face GPT-2 names and layout, F32) and out_dir/config.json
+// (GPT2LMHeadModel) from checkpoint `ckpt` (a file, or a directory meaning its latest).
+// Returns the checkpoint file exported.
+std::string export_checkpoint(const std::string& ckpt, const std::string& out_dir);
+
+// The Hugging Face config.json of a trident model.
+std::string hf_config_json(const ModelConfig& m);
+
+// Human-readable summary (`trident ckpt inspect`).
+std::string describe_checkpoint(const CheckpointHeader& h, bool with_deck);
+
+// ---- when to write ----
+
+// Asks for a checkpoint at the end of the current step (e.g. from a SIGUSR1/SIGTERM handler of the
+// Slurm integration). Async-signal-safe: it only increments a volatile sig_atomic_t.
+void request_checkpoint() noexcept;
+
+// Decides after each step whether to checkpoint: every `every_steps` steps, when `every_minutes`
+// have passed since the last checkpoint (or the start), at the last step, or on request. The
+// decision is collective and the same on every rank: rank 0's clock decides the time criterion, and
+// a request on any rank counts.
+class CheckpointSchedule {
+ public:
+  // last_step: the final step of the run (train.steps). The clock starts now.
+  CheckpointSchedule(const CheckpointConfig& cfg, int64_t last_step, MPI_Comm comm);
+
+  struct Decision {
+    bool write = false;
+    std::string reason;  // "every 100 steps", "30 minutes", "end of training", "requested"
+  };
+  // Collective (one small all-reduce). A true decision restarts the clock and consumes requests.
+  Decision should_write(int64_t step);
+  bool enabled() const { return enabled_; }
+
+ private:
+  CheckpointConfig cfg_;
+  int64_t last_step_;
+  MPI_Comm comm_;
+  bool enabled_;
+  double last_time_ = 0;
+  long handled_requests_ = 0;
+};
+
+}  // namespace trident

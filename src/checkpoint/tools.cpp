@@ -1,0 +1,152 @@
+// The serial checkpoint tools behind `trident ckpt`: verify, export, describe.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/checkpoint.hpp"
+#include "checkpoint/checksum.hpp"
+#include "checkpoint/format.hpp"
+#include "checkpoint/h5.hpp"
+#include "io/safetensors.hpp"
+
+namespace fs = std::filesystem;
+
+namespace trident {
+
+using ckpt::h5::Handle;
+
+std::vector<DatasetVerdict> verify_checkpoint(const std::string& path) {
+  const CheckpointHeader h = read_checkpoint_header(path);
+  Handle file = ckpt::h5::open_file(path, MPI_COMM_NULL);
+  std::vector<DatasetVerdict> out;
+  {
+    DatasetVerdict v;
+    v.dataset = ckpt::kDeckDataset;
+    v.expected = h.deck_checksum;
+    for (size_t i = 0; i < h.deck.size(); ++i) v.actual += ckpt::element_hash(i, uint8_t(h.deck[i]));
+    v.ok = v.actual == v.expected;
+    out.push_back(v);
+  }
+  for (const auto& d : h.datasets) {
+    DatasetVerdict v;
+    v.dataset = d.name;
+    v.expected = d.checksum;
+    try {
+      const std::string what = fmt::format("{}: dataset {}", path, d.name);
+      Handle ds = ckpt::h5::open_dataset(file, d.name, path);
+      v.actual = ckpt::checksum_rows(ds, d.shape, 0, d.shape[0], H5P_DEFAULT, what);
+      v.ok = v.actual == v.expected;
+    } catch (const CheckpointError& e) {
+      v.error = e.what();
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+std::string hf_config_json(const ModelConfig& m) {
+  nlohmann::ordered_json j;
+  const int64_t inner = m.ffn_hidden > 0 ? m.ffn_hidden : 4 * m.hidden;
+  j["architectures"] = {"GPT2LMHeadModel"};
+  j["model_type"] = "gpt2";
+  j["vocab_size"] = m.vocab_size;
+  j["n_positions"] = m.seq_len;
+  j["n_ctx"] = m.seq_len;
+  j["n_embd"] = m.hidden;
+  j["n_layer"] = m.layers;
+  j["n_head"] = m.heads;
+  j["n_inner"] = inner == 4 * m.hidden ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(inner);
+  j["activation_function"] = "gelu_new";
+  j["layer_norm_epsilon"] = 1e-5;
+  j["initializer_range"] = m.init_std;
+  // trident trains without dropout.
+  j["resid_pdrop"] = 0.0;
+  j["embd_pdrop"] = 0.0;
+  j["attn_pdrop"] = 0.0;
+  j["scale_attn_weights"] = true;
+  j["tie_word_embeddings"] = m.tie_embeddings;
+  j["use_cache"] = true;
+  if (m.vocab_size > 50256) {  // the GPT-2 tokenizer's <|endoftext|>
+    j["bos_token_id"] = 50256;
+    j["eos_token_id"] = 50256;
+  }
+  j["torch_dtype"] = "float32";
+  return j.dump(2) + "\n";
+}
+
+std::string export_checkpoint(const std::string& ckpt_path, const std::string& out_dir) {
+  const std::string path = resolve_checkpoint(ckpt_path);
+  const CheckpointHeader h = read_checkpoint_header(path);
+  Handle file = ckpt::h5::open_file(path, MPI_COMM_NULL);
+  std::vector<std::vector<float>> data;
+  std::vector<SafetensorsTensor> tensors;
+  const std::string prefix = std::string(ckpt::kModelGroup) + "/";
+  for (const auto& d : h.datasets) {
+    if (d.name.rfind(prefix, 0) != 0) continue;
+    const std::string what = fmt::format("{}: dataset {}", path, d.name);
+    Handle ds = ckpt::h5::open_dataset(file, d.name, path);
+    data.push_back(ckpt::read_whole(ds, d.shape, what));
+    const auto& v = data.back();
+    const uint64_t sum = ckpt::checksum_run(reinterpret_cast<const uint32_t*>(v.data()), int64_t(v.size()), 0);
+    if (sum != d.checksum)
+      throw CheckpointError(fmt::format("{}: checksum mismatch ({:016x}, stored {:016x}): the checkpoint is damaged; "
+                                        "not exporting it",
+                                        what, sum, d.checksum));
+  }
+  size_t k = 0;
+  for (const auto& d : h.datasets)
+    if (d.name.rfind(prefix, 0) == 0) tensors.push_back({d.name.substr(prefix.size()), d.shape, data[k++].data()});
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) throw CheckpointError(fmt::format("cannot create '{}': {}", out_dir, ec.message()));
+  write_safetensors((fs::path(out_dir) / "model.safetensors").string(), tensors,
+                    {{"format", "pt"}, {"producer", "trident"}, {"checkpoint", path},
+                     {"step", std::to_string(h.progress.step)}});
+  const std::string config = (fs::path(out_dir) / "config.json").string();
+  std::ofstream f(config);
+  f << hf_config_json(h.model);
+  f.close();
+  if (!f) throw CheckpointError(fmt::format("cannot write '{}'", config));
+  return path;
+}
+
+std::string describe_checkpoint(const CheckpointHeader& h, bool with_deck) {
+  const auto& p = h.progress;
+  const auto& l = h.layout;
+  const auto& m = h.model;
+  std::string s;
+  s += fmt::format("checkpoint      {}\n", h.path);
+  s += fmt::format("format          trident-checkpoint version {} (written by trident {} at {})\n", h.format_version,
+                   h.trident_version, h.created_utc);
+  s += fmt::format("step            {} (optimizer step {}, next data step {}, {} samples consumed)\n", p.step,
+                   p.optimizer_step, p.data_step, p.consumed_samples);
+  s += fmt::format("last step       loss {}, lr {:.6g} ({} schedule)\n",
+                   std::isfinite(p.loss) ? fmt::format("{:.6f}", p.loss) : std::string("n/a"), p.lr, h.lr_schedule);
+  s += fmt::format("rng             model seed {}, data seed {}\n", p.model_seed, p.data_seed);
+  s += fmt::format("model           GPT-2: vocab {}, positions {}, layers {}, hidden {}, heads {}, inner {}, {}\n",
+                   m.vocab_size, m.seq_len, m.layers, m.hidden, m.heads, m.ffn_hidden,
+                   m.tie_embeddings ? "tied embeddings" : "separate LM head");
+  s += fmt::format("written with    tp {} x pp {} x dp {} ({} ranks), zero {}, virtual stages {}, sequence parallel {}, "
+                   "order {}\n",
+                   l.tp, l.pp, l.dp, l.world_size, l.zero, l.virtual_stages, l.sequence_parallel ? "on" : "off", l.order);
+  s += fmt::format("optimizer       {}\n", h.has_optimizer ? (h.has_master ? "AdamW moments + fp32 master weights"
+                                                                            : "AdamW moments")
+                                                           : "none (parameters only)");
+  int64_t bytes = 0;
+  for (const auto& d : h.datasets) {
+    int64_t n = 1;
+    for (auto x : d.shape) n *= x;
+    bytes += n * 4;
+  }
+  s += fmt::format("datasets        {} ({:.1f} MiB of float32)\n", h.datasets.size(), bytes / 1048576.0);
+  for (const auto& d : h.datasets)
+    s += fmt::format("  {:<60} {:<16} checksum {:016x}\n", d.name, ckpt::shape_str(d.shape), d.checksum);
+  if (with_deck) s += "deck (resolved):\n" + h.deck + (h.deck.empty() || h.deck.back() == '\n' ? "" : "\n");
+  return s;
+}
+
+}  // namespace trident
