@@ -12,33 +12,17 @@
 
 #include "core/error.hpp"
 #include "deck/schema.hpp"
+#include "deck/toml_text.hpp"
 
 namespace trident {
 namespace {
 
 using deck::KeySpec;
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  std::iota(prev.begin(), prev.end(), 0);
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 // " did you mean 'x'?" when one candidate is close enough to be a typo.
 std::string suggestion(const std::string& word, const std::vector<std::string>& candidates, const char* quote_open,
                        const char* quote_close) {
-  std::string best;
-  size_t best_d = std::max<size_t>(2, word.size() / 3) + 1;
-  for (const auto& c : candidates) {
-    size_t d = edit_distance(word, c);
-    if (d < best_d) best_d = d, best = c;
-  }
+  const std::string best = closest_match(word, candidates);
   return best.empty() ? "" : fmt::format("; did you mean {}{}{}?", quote_open, best, quote_close);
 }
 

@@ -1,5 +1,7 @@
 #include "deck/schema.hpp"
 
+#include "deck/toml_text.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -13,20 +15,8 @@ namespace {
 
 constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
 
-std::string type_name(const toml::node& n) {
-  switch (n.type()) {
-    case toml::node_type::string: return "string";
-    case toml::node_type::integer: return "integer";
-    case toml::node_type::floating_point: return "float";
-    case toml::node_type::boolean: return "boolean";
-    case toml::node_type::array: return "array";
-    case toml::node_type::table: return "table";
-    default: return "date/time";
-  }
-}
-
 std::optional<ValueError> wrong_type(const toml::node& n) {
-  return ValueError{fmt::format("wrong type ({})", type_name(n))};
+  return ValueError{fmt::format("wrong type ({})", toml_type_name(n))};
 }
 
 std::string range_text(int64_t lo, int64_t hi) { return fmt::format("an integer in [{}, {}]", lo, hi); }

@@ -1,5 +1,7 @@
 #include "planner/cluster.hpp"
 
+#include "deck/toml_text.hpp"
+
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -114,27 +116,9 @@ const std::map<std::string, ClusterSpec>& presets() {
   return p;
 }
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
-  std::string best;
-  size_t best_d = std::max<size_t>(2, word.size() / 3) + 1;
-  for (const auto& c : candidates) {
-    // A prefix ("bandwidth" for "bandwidth_gbs") counts as close.
-    const bool prefix = word.size() >= 3 && (c.rfind(word, 0) == 0 || word.rfind(c, 0) == 0);
-    const size_t d = prefix ? 1 : edit_distance(word, c);
-    if (d < best_d) best_d = d, best = c;
-  }
+  // A prefix ("bandwidth" for "bandwidth_gbs") counts as close.
+  const std::string best = closest_match(word, candidates, /*prefixes=*/true);
   return best.empty() ? "" : fmt::format("; did you mean '{}'?", best);
 }
 
@@ -222,18 +206,6 @@ const char* kind_name(Kind k) {
   return "";
 }
 
-const char* node_type_name(const toml::node& n) {
-  switch (n.type()) {
-    case toml::node_type::string: return "string";
-    case toml::node_type::integer: return "integer";
-    case toml::node_type::floating_point: return "float";
-    case toml::node_type::boolean: return "boolean";
-    case toml::node_type::array: return "array";
-    case toml::node_type::table: return "table";
-    default: return "date/time";
-  }
-}
-
 class ClusterReader {
  public:
   explicit ClusterReader(std::string source) : source_(std::move(source)) {}
@@ -250,7 +222,7 @@ class ClusterReader {
     bool from_base = false;
     if (const toml::node* base = root.get("base")) {
       if (!base->is_string())
-        fail(*base, "base", fmt::format("must be a string naming a preset, got {}", node_type_name(*base)));
+        fail(*base, "base", fmt::format("must be a string naming a preset, got {}", toml_type_name(*base)));
       const std::string name = *base->value<std::string>();
       if (!is_cluster_preset(name))
         fail(*base, "base",
@@ -268,7 +240,7 @@ class ClusterReader {
     check_unknown(root, "");
     for (const char* t : {"intra_node", "inter_node"}) {
       if (const toml::node* n = root.get(t)) {
-        if (!n->is_table()) fail(*n, t, fmt::format("must be a table ([{}]), got {}", t, node_type_name(*n)));
+        if (!n->is_table()) fail(*n, t, fmt::format("must be a table ([{}]), got {}", t, toml_type_name(*n)));
         check_unknown(*n->as_table(), t);
       }
     }
@@ -318,7 +290,7 @@ class ClusterReader {
     const bool ok = (k.kind == Kind::Int && n.is_integer()) ||
                     (k.kind == Kind::Float && (n.is_floating_point() || n.is_integer())) ||
                     (k.kind == Kind::Bool && n.is_boolean()) || (k.kind == Kind::String && n.is_string());
-    if (!ok) fail(n, full, fmt::format("must be {}, got {}", kind_name(k.kind), node_type_name(n)));
+    if (!ok) fail(n, full, fmt::format("must be {}, got {}", kind_name(k.kind), toml_type_name(n)));
     if (k.kind == Kind::Int || k.kind == Kind::Float) {
       const double v = n.is_integer() ? double(*n.value<int64_t>()) : *n.value<double>();
       if (!std::isfinite(v) || v < k.lo || v > k.hi)
