@@ -95,12 +95,20 @@ int64_t real_rows(const ParamTensor& t, const GptShapes& s) {
 
 }  // namespace
 
-float init_normal(uint64_t seed, const std::string& name, int64_t index) {
-  // Counter-based: a hash of (seed, name, index), so any slice can be generated independently.
-  const uint64_t key = splitmix64(seed ^ fnv1a(name));
+namespace {
+// The per-tensor key of the counter-based generator, computed once per tensor (not per element).
+uint64_t init_key(uint64_t seed, const std::string& name) { return splitmix64(seed ^ fnv1a(name)); }
+
+float normal_at(uint64_t key, int64_t index) {
   const double u1 = ((splitmix64(key + 2 * uint64_t(index)) >> 11) + 1) * 0x1.0p-53;  // (0, 1]
   const double u2 = (splitmix64(key + 2 * uint64_t(index) + 1) >> 11) * 0x1.0p-53;   // [0, 1)
   return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
+}
+}  // namespace
+
+float init_normal(uint64_t seed, const std::string& name, int64_t index) {
+  // Counter-based: a hash of (seed, name, index), so any slice can be generated independently.
+  return normal_at(init_key(seed, name), index);
 }
 
 void init_parameters(const ParameterLayout& layout, double std, uint64_t seed, float* host) {
@@ -119,7 +127,8 @@ void init_parameters(const ParameterLayout& layout, double std, uint64_t seed, f
       case ParamKind::Embedding: {
         const double sd = t.residual_projection ? std / std::sqrt(2.0 * s.L) : std;
         const int64_t n = real_rows(t, s) * (t.numel / t.shape[0]);
-        for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(sd * init_normal(seed, t.name, i));
+        const uint64_t key = init_key(seed, t.name);
+        for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(sd * normal_at(key, i));
         break;
       }
     }
