@@ -1,11 +1,17 @@
 #include "optim/adamw.hpp"
 
+#include <algorithm>
+
+#include "core/error.hpp"
+
 namespace trident {
 
-AdamW::AdamW(const ParameterLayout& layout, Kernels& kernels, const TrainConfig& cfg)
-    : layout_(layout), k_(kernels), cfg_(cfg) {
-  m_ = k_.alloc(layout_.total());
-  v_ = k_.alloc(layout_.total());
+AdamW::AdamW(const ParameterLayout& layout, Kernels& kernels, const TrainConfig& cfg, int64_t begin, int64_t end)
+    : layout_(layout), k_(kernels), cfg_(cfg), begin_(begin), end_(end < 0 ? layout.total() : end) {
+  TRIDENT_CHECK(0 <= begin_ && begin_ <= end_ && end_ <= layout_.total(), "AdamW range [{}, {}) outside [0, {})",
+                begin_, end_, layout_.total());
+  m_ = k_.alloc(std::max<int64_t>(end_ - begin_, 1));
+  v_ = k_.alloc(std::max<int64_t>(end_ - begin_, 1));
 }
 
 AdamW::~AdamW() {
@@ -15,9 +21,12 @@ AdamW::~AdamW() {
 
 void AdamW::update(float* params, const float* grads, double lr, int64_t step) {
   for (const auto& t : layout_.tensors()) {
+    // The part of tensor t inside this optimizer's range.
+    const int64_t first = std::max(t.offset, begin_), last = std::min(t.offset + t.numel, end_);
+    if (first >= last) continue;
     const float wd = t.decayed() ? float(cfg_.weight_decay) : 0.f;
-    k_.adamw_update(params + t.offset, grads + t.offset, m_ + t.offset, v_ + t.offset, t.numel, float(lr),
-                    float(cfg_.beta1), float(cfg_.beta2), float(cfg_.eps), wd, step);
+    k_.adamw_update(params + first, grads + first, m_ + (first - begin_), v_ + (first - begin_), last - first,
+                    float(lr), float(cfg_.beta1), float(cfg_.beta2), float(cfg_.eps), wd, step);
   }
 }
 

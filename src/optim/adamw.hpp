@@ -1,6 +1,8 @@
 #pragma once
 // AdamW over a flat parameter buffer, exactly as torch.optim.AdamW, with weight decay only on
 // tensors of 2 or more dimensions; and global gradient-norm clipping as torch's clip_grad_norm_.
+// Under ZeRO an AdamW owns one contiguous range [begin, end) of the flat layout: it keeps moments
+// for that range only and updates only those parameters (distributed/zero.hpp chooses the range).
 #include <cstdint>
 
 #include "deck/config.hpp"
@@ -11,22 +13,28 @@ namespace trident {
 
 class AdamW {
  public:
-  AdamW(const ParameterLayout& layout, Kernels& kernels, const TrainConfig& cfg);
+  // The optimizer of the flat elements [begin, end) of `layout` (end -1: all of it).
+  AdamW(const ParameterLayout& layout, Kernels& kernels, const TrainConfig& cfg, int64_t begin = 0, int64_t end = -1);
   ~AdamW();
   AdamW(const AdamW&) = delete;
   AdamW& operator=(const AdamW&) = delete;
 
-  // One update with learning rate lr; `step` counts from 1 (bias correction).
+  // One update of params[begin, end) from grads[begin, end) (both whole-layout buffers) with
+  // learning rate lr; `step` counts from 1 (bias correction).
   void update(float* params, const float* grads, double lr, int64_t step);
 
+  int64_t begin() const { return begin_; }
+  int64_t end() const { return end_; }
+  // Moments of elements [begin, end): exp_avg()[k] belongs to element begin + k.
   float* exp_avg() { return m_; }
   float* exp_avg_sq() { return v_; }
-  int64_t state_bytes() const { return 2 * layout_.total() * int64_t(sizeof(float)); }
+  int64_t state_bytes() const { return 2 * (end_ - begin_) * int64_t(sizeof(float)); }
 
  private:
   const ParameterLayout& layout_;
   Kernels& k_;
   TrainConfig cfg_;
+  int64_t begin_, end_;
   float* m_ = nullptr;
   float* v_ = nullptr;
 };
