@@ -174,6 +174,25 @@ template <class T> Request Group::iall_reduce(T* data, int64_t n, ReduceOp op) {
   return r;
 }
 
+template <class T> Request Group::ireduce(T* data, int64_t n, int root) {
+  Request r;
+  if (size_ == 1) return r;
+  counters_.add(CommOp::ReduceScatter, n * int64_t(sizeof(T)));
+  TRIDENT_CHECK(!on_device(data), "Group::ireduce: device buffers are not supported (NCCL path not built)");
+  const void* send = rank_ == root ? MPI_IN_PLACE : static_cast<const void*>(data);
+  check_mpi(MPI_Ireduce(send, data, count(n), mpi_type<T>(), MPI_SUM, root, comm_, &r.mpi), "MPI_Ireduce");
+  return r;
+}
+
+template <class T> Request Group::ibroadcast(T* data, int64_t n, int root) {
+  Request r;
+  if (size_ == 1) return r;
+  counters_.add(CommOp::AllGather, n * int64_t(sizeof(T)));
+  TRIDENT_CHECK(!on_device(data), "Group::ibroadcast: device buffers are not supported (NCCL path not built)");
+  check_mpi(MPI_Ibcast(data, count(n), mpi_type<T>(), root, comm_, &r.mpi), "MPI_Ibcast");
+  return r;
+}
+
 void Group::wait(Request& r) {
   if (r.mpi != MPI_REQUEST_NULL) wait_mpi(&r.mpi);
   r.mpi = MPI_REQUEST_NULL;
@@ -211,7 +230,9 @@ void Group::attach_nccl() {
   template void Group::recv<T>(T*, int64_t, int, int);                                \
   template Request Group::isend<T>(const T*, int64_t, int, int);                      \
   template Request Group::irecv<T>(T*, int64_t, int, int);                            \
-  template Request Group::iall_reduce<T>(T*, int64_t, ReduceOp);
+  template Request Group::iall_reduce<T>(T*, int64_t, ReduceOp);                      \
+  template Request Group::ireduce<T>(T*, int64_t, int);                               \
+  template Request Group::ibroadcast<T>(T*, int64_t, int);
 TRIDENT_GROUP_TYPES(float)
 TRIDENT_GROUP_TYPES(double)
 TRIDENT_GROUP_TYPES(int32_t)

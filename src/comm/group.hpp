@@ -67,6 +67,11 @@ class Group {
   template <class T> Request isend(const T* data, int64_t n, int dest, int tag = 0);
   template <class T> Request irecv(T* data, int64_t n, int source, int tag = 0);
   template <class T> Request iall_reduce(T* data, int64_t n, ReduceOp op = ReduceOp::Sum);
+  // Sum of every rank's data[0, n) into root's data (in place there; the others' data is only read).
+  // Counted as reduce-scatter traffic: ZeRO-2 reduces each gradient segment to the rank that owns it.
+  template <class T> Request ireduce(T* data, int64_t n, int root);
+  // Root's data[0, n) to every rank, in place (counted as all-gather: ZeRO gathers the updated shards).
+  template <class T> Request ibroadcast(T* data, int64_t n, int root);
   void wait(Request& r);
   void wait_all(std::vector<Request>& rs);
   bool test(Request& r);  // true when complete (the request is then reset)

@@ -45,6 +45,7 @@ struct MeshConfig {
   bool strict_placement = false;   // TP group across nodes: error instead of warning
   std::vector<int64_t> layers_per_stage;  // empty = balanced automatically
   double bucket_mb = 25.0;         // DP gradient-reduction bucket size
+  bool overlap_grad_reduce = true; // start each bucket's DP reduction during backward
 
   int64_t world_size() const { return int64_t(tp) * pp * dp; }
 };

@@ -243,6 +243,9 @@ std::vector<KeySpec> build() {
   k.push_back(layers_per_stage());
   k.push_back(real("mesh", "bucket_mb", &MeshConfig::bucket_mb, &Config::mesh, 0.0, true, 1 << 16,
                    "Size in MiB of the gradient buckets whose DP reduction overlaps backward."));
+  k.push_back(boolean("mesh", "overlap_grad_reduce", &MeshConfig::overlap_grad_reduce, &Config::mesh,
+                      "Start each gradient bucket's DP reduction as soon as backward has finished it (last "
+                      "micro-batch; every micro-batch with zero = 2); false reduces after backward."));
   // [train]
   k.push_back(integer("train", "steps", &Config::train, &TrainConfig::steps, 0, int64_t(1) << 40,
                       "Optimizer steps to run (counted from 1; a resumed run continues up to this number)."));
@@ -307,7 +310,7 @@ std::vector<KeySpec> build() {
                      "Compute backend: Kokkos kernels on the host, or CUDA kernels with cuBLAS and NCCL."));
   k.push_back(text("runtime", "metrics", &RuntimeConfig::metrics, &Config::runtime, "empty, or a file path",
                    "JSON-lines file with one object per step (step, loss, lr, grad_norm, step_ms, tokens_per_s, "
-                   "mfu, val_loss); empty = none."));
+                   "mfu, val_loss, dp_wait_ms, memory_bytes by kind); empty = none."));
   k.push_back(integer("runtime", "log_every", &Config::runtime, &RuntimeConfig::log_every, 1, big,
                       "Print a progress line every this many steps."));
   k.push_back(choice("runtime", "mpi_wait", &RuntimeConfig::mpi_wait, &Config::runtime,

@@ -275,7 +275,14 @@ int GptModel::forward(const int32_t* tokens, const float* input, const int32_t* 
     k_.copy(sl.residual[0], input, Nl_ * C);
   }
   for (int64_t l = L0_; l < L0_ + nl_; ++l) layer_forward(sl, l, acts_for(sl, l));
-  if (layout_.has_head()) *loss_sum += head_forward(sl, targets, dloss_scale, with_grad);
+  if (layout_.has_head()) {
+    if (with_grad && hooks_.writing) {
+      hooks_.writing(layout_.lnf_w(), layout_.total());
+      if (shapes_.tied) hooks_.writing(layout_.wte(), layout_.wte() + layout_.find("transformer.wte.weight").numel);
+    }
+    *loss_sum += head_forward(sl, targets, dloss_scale, with_grad);
+    if (with_grad && hooks_.final_from) hooks_.final_from(layout_.lnf_w());
+  }
   return index;
 }
 
@@ -284,13 +291,19 @@ const float* GptModel::output(int slot) const { return slots_.at(slot)->residual
 const float* GptModel::backward(int slot, const float* dout) {
   Slot& sl = *slots_.at(slot);
   const int64_t Nl = Nl_, C = shapes_.C;
+  if (hooks_.writing) hooks_.writing(0, layout_.has_head() ? layout_.lnf_w() : layout_.total());
   k_.copy(dres_, layout_.has_head() ? sl.dtop : dout, Nl * C);
-  for (int64_t l = L0_ + nl_ - 1; l >= L0_; --l) layer_backward(sl, l, acts_for(sl, l));
+  for (int64_t l = L0_ + nl_ - 1; l >= L0_; --l) {
+    layer_backward(sl, l, acts_for(sl, l));
+    if (hooks_.final_from) hooks_.final_from(layout_.layer(l).ln1_w);
+  }
   free_slot(sl);
-  if (!layout_.has_embedding()) return dres_;
-  k_.embedding_backward(grads_ + layout_.wte(), to_full(dres_, C), sl.tokens, vocab_begin_, Vl_, N_, C);
-  position_grads(grads_ + layout_.wpe(), dres_);
-  return nullptr;
+  if (layout_.has_embedding()) {
+    k_.embedding_backward(grads_ + layout_.wte(), to_full(dres_, C), sl.tokens, vocab_begin_, Vl_, N_, C);
+    position_grads(grads_ + layout_.wpe(), dres_);
+  }
+  if (hooks_.final_from) hooks_.final_from(0);
+  return layout_.has_embedding() ? nullptr : dres_;
 }
 
 double GptModel::forward_backward(const int32_t* inputs, const int32_t* targets, float dloss_scale) {
@@ -331,11 +344,13 @@ std::vector<float> GptModel::gather_global(const float* buffer) {
   return global;
 }
 
-std::pair<double, double> GptModel::gradient_square_sums(bool skip_wte) {
+std::pair<double, double> GptModel::gradient_square_sums(bool skip_wte, int64_t begin, int64_t end) {
+  if (end < 0) end = layout_.total();
   double sharded = 0, replicated = 0;
   for (const auto& t : layout_.tensors()) {
     if (skip_wte && t.offset == layout_.wte()) continue;
-    (t.split == TpSplit::None ? replicated : sharded) += k_.sum_squares(grads_ + t.offset, t.numel);
+    const int64_t first = std::max(begin, t.offset), last = std::min(end, t.offset + t.numel);
+    if (first < last) (t.split == TpSplit::None ? replicated : sharded) += k_.sum_squares(grads_ + first, last - first);
   }
   return {sharded, replicated};
 }

@@ -14,6 +14,7 @@
 // forward() and given back by backward() (or release()). The chunk holding the LM head runs the
 // head's backward right after the loss, so its logits never outlive one micro-batch.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -45,6 +46,17 @@ struct ActivationBytes {
   int64_t scratch = 0;  // shared: recompute buffers, gradient scratch, logits
   int64_t peak_slots = 0;  // most micro-batches in flight at once so far
   int64_t peak() const { return saved * peak_slots + scratch; }
+};
+
+// What backward tells an observer (data parallelism) about the gradients, so their reduction can
+// start while the rest of backward runs.
+// Backward walks the layout from its end: the head (inside forward, on the head chunk), the layers
+// last to first, then the embedding.
+struct GradientHooks {
+  // A micro-batch's backward is about to accumulate into grads()[begin, end).
+  std::function<void(int64_t begin, int64_t end)> writing;
+  // grads()[from, total) hold all of this micro-batch's contributions; from == 0 ends its backward.
+  std::function<void(int64_t from)> final_from;
 };
 
 class GptModel {
@@ -83,6 +95,7 @@ class GptModel {
   const float* backward(int slot, const float* dout);
   // Frees a slot without backward (validation).
   void release(int slot);
+  void set_gradient_hooks(GradientHooks hooks) { hooks_ = std::move(hooks); }
 
   // ---- the whole model at once (pp = 1) ----
   // One micro-batch: forward, loss, backward. Returns the sum of the per-position losses.
@@ -95,9 +108,10 @@ class GptModel {
   // summed over the TP group. Without it this does nothing.
   void finish_gradients();
 
-  // Sums of squared gradients: {sharded over TP, replicated over TP}. `skip_wte` leaves out the
-  // token embedding (the last stage's duplicate of a tied embedding).
-  std::pair<double, double> gradient_square_sums(bool skip_wte);
+  // Sums of squared gradients of the flat elements [begin, end) (end -1: all): {sharded over TP,
+  // replicated over TP}. `skip_wte` leaves out the token embedding (the last stage's duplicate of a
+  // tied embedding).
+  std::pair<double, double> gradient_square_sums(bool skip_wte, int64_t begin = 0, int64_t end = -1);
   // Global L2 norm of the gradients of this chunk alone (pp = 1): sharded tensors summed over the
   // TP group, replicated ones counted once.
   double gradient_norm();
@@ -170,6 +184,7 @@ class GptModel {
   float* gathered_ = nullptr;           // SP: [N, C] all-gathered input of a column-parallel GEMM
   float* partial_ = nullptr;            // SP: [N, C] partial output of a row-parallel GEMM / input grad
   std::vector<float> host_losses_;
+  GradientHooks hooks_;
 };
 
 }  // namespace trident

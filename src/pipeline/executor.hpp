@@ -47,6 +47,8 @@ class PipelineExecutor {
   void set_tracing(bool on) { tracing_ = on; }
   // Most micro-batches alive at once on this stage during the last train().
   int last_peak_in_flight() const { return last_peak_; }
+  // Bytes of the boundary send/receive buffers allocated so far (they are reused across steps).
+  int64_t buffer_bytes() const { return int64_t(all_buffers_.size()) * boundary_ * int64_t(sizeof(float)); }
 
  private:
   using Key = std::tuple<bool, int, int>;  // forward?, chunk, micro-batch

@@ -23,6 +23,11 @@ void MetricsWriter::write(const StepMetrics& m) {
                       {"tflops", m.tflops},       {"mfu", m.mfu},         {"memory_gib", m.memory_gib},
                       {"eta_s", m.eta_s}};
   if (m.val_loss) j["val_loss"] = *m.val_loss;
+  j["dp_wait_ms"] = m.dp_wait_ms;
+  const MemoryAccount& a = m.memory;
+  j["memory_bytes"] = {{"parameters", a.parameters},     {"gradients", a.gradients},
+                       {"optimizer", a.optimizer},       {"activations", a.activations},
+                       {"comm_buffers", a.comm_buffers}, {"total", a.total()}};
   out_ << j.dump() << '\n';
   out_.flush();
   TRIDENT_CHECK(out_.good(), "runtime.metrics: write to {} failed", path_);
@@ -36,6 +41,14 @@ std::string format_log_line(const StepMetrics& m, int64_t total_steps) {
       m.tflops, 100 * m.mfu, m.memory_gib, m.eta_s);
   if (m.val_loss) line += fmt::format(" | val {:.4f}", *m.val_loss);
   return line;
+}
+
+std::string describe(const MemoryAccount& m) {
+  const auto mib = [](int64_t b) { return double(b) / 1048576.0; };
+  return fmt::format("parameters {:.1f} MiB | gradients {:.1f} MiB | optimizer state {:.1f} MiB | activations "
+                     "{:.1f} MiB | comm buffers {:.1f} MiB | total {:.1f} MiB",
+                     mib(m.parameters), mib(m.gradients), mib(m.optimizer), mib(m.activations), mib(m.comm_buffers),
+                     mib(m.total()));
 }
 
 int64_t peak_rss_bytes() {

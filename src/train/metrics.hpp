@@ -7,6 +7,17 @@
 
 namespace trident {
 
+// Memory of one rank by what holds it, in bytes.
+struct MemoryAccount {
+  int64_t parameters = 0;
+  int64_t gradients = 0;
+  int64_t optimizer = 0;     // AdamW moments of this rank's ZeRO range
+  int64_t activations = 0;   // saved for backward at the peak of micro-batches in flight, plus scratch
+  int64_t comm_buffers = 0;  // pipeline boundary buffers (DP reductions work in place)
+  int64_t total() const { return parameters + gradients + optimizer + activations + comm_buffers; }
+};
+std::string describe(const MemoryAccount& m);  // "parameters 94.6 MiB | gradients ... | total ..."
+
 struct StepMetrics {
   int64_t step = 0;
   double loss = 0;
@@ -18,6 +29,8 @@ struct StepMetrics {
   double mfu = 0;                // tflops / peak
   double memory_gib = 0;         // peak resident memory of this process
   double eta_s = 0;              // estimated time to the last step
+  double dp_wait_ms = 0;         // DP reduction time not hidden behind backward
+  MemoryAccount memory;
   std::optional<double> val_loss;
 };
 

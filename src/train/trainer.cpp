@@ -11,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "distributed/zero_partition.hpp"
 #include "optim/lr_schedule.hpp"
 #include "pipeline/partition.hpp"
 #include "train/flops.hpp"
@@ -21,7 +22,6 @@ namespace {
 // Refuses what this build cannot do yet, naming it, instead of silently ignoring deck keys.
 void require_supported(const Config& cfg, const ParallelMesh* mesh) {
   TRIDENT_CHECK(mesh || cfg.mesh.world_size() == 1, "a parallel layout needs a ParallelMesh");
-  if (cfg.mesh.dp > 1 && cfg.mesh.zero > 0) throw NotImplemented("ZeRO sharding (mesh.zero > 0 with dp > 1)");
   if (cfg.runtime.backend == Backend::Cuda) throw NotImplemented("training on the cuda backend");
   if (!cfg.checkpoint.dir.empty()) throw NotImplemented("checkpoints (checkpoint.dir is set)");
   if (cfg.data.path.empty()) throw Error(fmt::format("{}: [data] path is empty: `train` needs training data", cfg.source));
@@ -40,7 +40,12 @@ Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh) : cfg_
   for (int c = 0; c < v; ++c) {
     chunks_.push_back(std::make_unique<GptModel>(shapes_, k_, cfg_.train.recompute, cfg_.train.micro_batch, tp,
                                                  chunk_spec(sizes, int64_t(c) * pp + stage)));
-    optimizers_.push_back(std::make_unique<AdamW>(chunks_.back()->layout(), k_, cfg_.train));
+  }
+  make_gradient_reducer();
+  for (int c = 0; c < v; ++c) {
+    const auto& layout = chunks_[size_t(c)]->layout();
+    optimizers_.push_back(std::make_unique<AdamW>(layout, k_, cfg_.train, reducer_ ? reducer_->shard_begin(c) : 0,
+                                                  reducer_ ? reducer_->shard_end(c) : layout.total()));
   }
 
   // The whole model is built on every rank, then each keeps its chunks' shards: the same global
@@ -98,28 +103,40 @@ void Trainer::reduce_tied_embedding() {
   }
 }
 
-// Sums the gradients over the DP group in buckets of mesh.bucket_mb, all in flight at once.
-void Trainer::reduce_data_parallel() {
+void Trainer::make_gradient_reducer() {
   if (!mesh_ || mesh_->dp().size() == 1) return;
-  const int64_t bucket = std::max<int64_t>(1, int64_t(cfg_.mesh.bucket_mb * 1048576.0 / sizeof(float)));
-  std::vector<Request> pending;
-  for (auto& chunk : chunks_)
-    for (int64_t begin = 0; begin < chunk->layout().total(); begin += bucket)
-      pending.push_back(mesh_->dp().iall_reduce(chunk->grads() + begin,
-                                                std::min(bucket, chunk->layout().total() - begin)));
-  mesh_->dp().wait_all(pending);
+  std::vector<GptModel*> chunks;
+  std::vector<int64_t> deferred;
+  for (auto& chunk : chunks_) {
+    chunks.push_back(chunk.get());
+    // A tied embedding held by two stages is summed over the embedding group after backward; its
+    // DP reduction waits for that sum (reduce_deferred). It is the layout's first tensor.
+    const auto& layout = chunk->layout();
+    const bool shared_wte = shapes_.tied && cfg_.mesh.pp > 1 && layout.wte() >= 0;
+    TRIDENT_CHECK(!shared_wte || layout.wte() == 0, "internal: the token embedding is not the first tensor");
+    deferred.push_back(shared_wte ? layout.find("transformer.wte.weight").numel : 0);
+  }
+  GradientReducer::Options o;
+  o.zero = cfg_.mesh.zero;
+  o.bucket_elements = std::max<int64_t>(kZeroAlignment, int64_t(cfg_.mesh.bucket_mb * 1048576.0 / sizeof(float)));
+  o.overlap = cfg_.mesh.overlap_grad_reduce;
+  o.micro_batches = int(cfg_.micro_batches_per_step());
+  reducer_ = std::make_unique<GradientReducer>(mesh_->dp(), k_, chunks, deferred, o);
 }
 
 double Trainer::global_gradient_norm() {
-  double sharded = 0, replicated = 0;
+  double sums[2] = {0, 0};  // sharded over TP, replicated over TP
   const bool duplicate_wte = shapes_.tied && cfg_.mesh.pp > 1;
-  for (auto& chunk : chunks_) {
+  for (size_t c = 0; c < chunks_.size(); ++c) {
     // The last stage's copy of a tied embedding is counted by the first stage.
-    const bool skip = duplicate_wte && chunk->layout().has_head() && !chunk->layout().has_embedding();
-    const auto [s, r] = chunk->gradient_square_sums(skip);
-    sharded += s;
-    replicated += r;
+    const bool skip = duplicate_wte && chunks_[c]->layout().has_head() && !chunks_[c]->layout().has_embedding();
+    // Under ZeRO each DP rank counts its own range (with zero 2 it holds no other reduced gradient).
+    const auto [s, r] = chunks_[c]->gradient_square_sums(skip, optimizers_[c]->begin(), optimizers_[c]->end());
+    sums[0] += s;
+    sums[1] += r;
   }
+  if (reducer_ && reducer_->zero() > 0) mesh_->dp().all_reduce(sums, 2);
+  double sharded = sums[0], replicated = sums[1];
   if (mesh_ && mesh_->tp().size() > 1) mesh_->tp().all_reduce(&sharded, 1);
   double total = sharded + replicated;
   if (mesh_ && mesh_->pp().size() > 1) mesh_->pp().all_reduce(&total, 1);
@@ -133,14 +150,18 @@ StepMetrics Trainer::train_step(int64_t step) {
   const double positions = double(t.global_batch) * double(shapes_.T);
 
   for (auto& chunk : chunks_) k_.fill(chunk->grads(), 0.f, chunk->layout().total());
+  if (reducer_) reducer_->start_step();
   double loss_sum = executor_->train(
       int(cfg_.micro_batches_per_step()),
       [&](int64_t mb, int32_t* inputs, int32_t* targets) { fill_micro_batch(*train_sampler_, step - 1, mb, inputs, targets); },
       float(1.0 / positions));
   pipeline_wait_s_ += executor_->last_wait_s();
+  // Reductions of the same buffers, in an order that never runs two on one range at once (all are
+  // sums, so the order does not change the result beyond rounding).
+  if (reducer_) reducer_->finish_backward();
   for (auto& chunk : chunks_) chunk->finish_gradients();
   reduce_tied_embedding();
-  reduce_data_parallel();
+  if (reducer_) reducer_->reduce_deferred();
   // The loss is known on the last stage of each DP replica; every rank reports the global batch's.
   if (mesh_ && mesh_->pp().size() > 1) mesh_->pp().broadcast(&loss_sum, 1, mesh_->pp().size() - 1);
   if (mesh_ && mesh_->dp().size() > 1) mesh_->dp().all_reduce(&loss_sum, 1);
@@ -152,10 +173,14 @@ StepMetrics Trainer::train_step(int64_t step) {
   m.grad_norm = global_gradient_norm();
   for (size_t c = 0; c < chunks_.size(); ++c) {
     GptModel& chunk = *chunks_[c];
-    clip_gradients(k_, chunk.grads(), chunk.layout().total(), m.grad_norm, t.grad_clip);
-    optimizers_[c]->update(chunk.params(), chunk.grads(), m.lr, step);
+    AdamW& opt = *optimizers_[c];
+    clip_gradients(k_, chunk.grads() + opt.begin(), opt.end() - opt.begin(), m.grad_norm, t.grad_clip);
+    opt.update(chunk.params(), chunk.grads(), m.lr, step);
   }
+  if (reducer_) reducer_->gather_parameters();
   k_.fence();
+  if (reducer_) m.dp_wait_ms = reducer_->last_exposed_s() * 1e3;
+  m.memory = memory_account();
 
   m.step_ms = std::chrono::duration<double, std::milli>(clock::now() - start).count();
   m.tokens_per_s = positions / (m.step_ms / 1e3);
@@ -209,19 +234,36 @@ void Trainer::write_trace() const {
   log::info("timeline written to {} (open it in chrome://tracing or ui.perfetto.dev)", cfg_.runtime.trace);
 }
 
+MemoryAccount Trainer::memory_account() const {
+  MemoryAccount a;
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    const int64_t bytes = chunks_[c]->layout().total() * int64_t(sizeof(float));
+    a.parameters += bytes;
+    a.gradients += bytes;  // backward writes whole-chunk gradients, ZeRO-2 too (only its range is reduced here)
+    a.optimizer += optimizers_[c]->state_bytes();
+    a.activations += chunks_[c]->activation_bytes().peak();
+  }
+  a.comm_buffers = executor_->buffer_bytes();
+  return a;
+}
+
 std::vector<StepMetrics> Trainer::run() {
   const auto& t = cfg_.train;
-  int64_t params = 0, act_saved = 0, act_peak = 0, state = 0;
-  for (size_t c = 0; c < chunks_.size(); ++c) {
-    params += chunks_[c]->layout().total();
-    state += optimizers_[c]->state_bytes();
-  }
+  int64_t params = 0, act_saved = 0, act_peak = 0;
+  for (auto& chunk : chunks_) params += chunk->layout().total();
   log::info("model: {} parameters, {} layers, hidden {}, heads {}, vocab {} (stored {} with padding); this rank "
             "holds {} in {} chunk(s)",
             parameter_count(cfg_.model), shapes_.L, shapes_.C, shapes_.NH, shapes_.V, shapes_.Vp, params,
             chunks_.size());
-  log::info("memory per rank: parameters {:.1f} MiB, gradients {:.1f} MiB, AdamW state {:.1f} MiB", params * 4 / 1048576.0,
-            params * 4 / 1048576.0, state / 1048576.0);
+  if (reducer_)
+    log::info("data parallel: dp {}, zero {}: this rank updates {} of {} elements ({:.1f}%); buckets of {} MiB, "
+              "reduction {}",
+              cfg_.mesh.dp, cfg_.mesh.zero, optimizers_[0]->end() - optimizers_[0]->begin(),
+              chunks_[0]->layout().total(),
+              100.0 * double(optimizers_[0]->end() - optimizers_[0]->begin()) / double(chunks_[0]->layout().total()),
+              cfg_.mesh.bucket_mb, cfg_.mesh.overlap_grad_reduce ? "overlapped with backward" : "after backward");
+  log::info("memory per rank at start-up: {} (activations and comm buffers are allocated by the first step)",
+            describe(memory_account()));
   log::info("data: {}; {} tokens per step in {} micro-batch(es) of {}", train_stream_->describe(),
             cfg_.tokens_per_step(), cfg_.micro_batches_per_step(), t.micro_batch);
   log::info("throughput reference: {:.3f} TFLOP/s per rank ({})", peak_tflops_,
@@ -239,6 +281,7 @@ std::vector<StepMetrics> Trainer::run() {
     if (val_sampler_ && cfg_.data.val_every > 0 && step % cfg_.data.val_every == 0) m.val_loss = validation_loss();
     if (step % cfg_.runtime.log_every == 0 || step == 1 || step == t.steps || m.val_loss)
       log::info("{}", format_log_line(m, t.steps));
+    if (step == 1) log::info("memory per rank after step 1: {}", describe(m.memory));
     if (metrics) metrics->write(m);
     if (!std::isfinite(m.loss)) throw Error(fmt::format("step {}: the loss is {}; training diverged", step, m.loss));
     history.push_back(m);
@@ -256,8 +299,12 @@ std::vector<StepMetrics> Trainer::run() {
                           100 * mesh_->tp().counters().seconds * 1e3 / total_ms,
                           mesh_->tp().counters().total_bytes() / 1048576.0);
     if (cfg_.mesh.pp > 1) comm += fmt::format(" | pipeline wait {:.1f}% of step time", 100 * pipeline_wait_s_ * 1e3 / total_ms);
-    if (mesh_ && mesh_->dp().size() > 1)
-      comm += fmt::format(" | DP reduction {:.1f}% of step time", 100 * mesh_->dp().counters().seconds * 1e3 / total_ms);
+    if (reducer_) {
+      double waited_ms = 0;
+      for (const auto& h : history) waited_ms += h.dp_wait_ms;
+      comm += fmt::format(" | DP reduction waits {:.1f}% of step time ({:.1f} MiB reduced per step)",
+                          100 * waited_ms / total_ms, reducer_->last_reduced_bytes() / 1048576.0);
+    }
     log::info("summary: {} steps | loss {:.4f} -> {:.4f} | {:.1f} ms/step | {:.0f} tok/s | {:.3f} TFLOP/s per rank | "
               "MFU {:.1f}%{}",
               history.size(), history.front().loss, history.back().loss, mean_ms,

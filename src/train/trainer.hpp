@@ -9,6 +9,7 @@
 
 #include "comm/mesh.hpp"
 #include "data/dataset.hpp"
+#include "distributed/grad_reducer.hpp"
 #include "deck/config.hpp"
 #include "kernels.hpp"
 #include "model/gpt.hpp"
@@ -35,21 +36,24 @@ class Trainer {
   // Mean loss over data.val_steps validation batches.
   double validation_loss();
 
-  // This rank's chunks (local chunk c is global chunk c*pp + stage) and their optimizers.
+  // This rank's chunks (local chunk c is global chunk c*pp + stage) and their optimizers (each over
+  // this rank's ZeRO range of its chunk: the whole chunk without ZeRO).
   const std::vector<std::unique_ptr<GptModel>>& chunks() const { return chunks_; }
   const std::vector<std::unique_ptr<AdamW>>& optimizers() const { return optimizers_; }
   // The single chunk of a rank without virtual stages.
   GptModel& model() { return *chunks_.at(0); }
   AdamW& optimizer() { return *optimizers_.at(0); }
   PipelineExecutor& pipeline() { return *executor_; }
+  // Memory of this rank by kind; activations and comm buffers as allocated so far.
+  MemoryAccount memory_account() const;
 
  private:
   void fill_micro_batch(const BatchSampler& sampler, int64_t step0, int64_t micro_batch, int32_t* inputs,
                         int32_t* targets) const;
   // Tied embeddings split across the edge stages: sum their gradients so both copies stay equal.
   void reduce_tied_embedding();
-  // Data parallelism: gradients summed over the DP group (the loss is already a global-batch mean).
-  void reduce_data_parallel();
+  // The DP gradient reducer, and the first elements of each chunk it must leave to reduce_deferred().
+  void make_gradient_reducer();
   double global_gradient_norm();
   void write_trace() const;
 
@@ -60,6 +64,7 @@ class Trainer {
   std::vector<std::unique_ptr<GptModel>> chunks_;
   std::vector<std::unique_ptr<AdamW>> optimizers_;
   std::unique_ptr<PipelineExecutor> executor_;
+  std::unique_ptr<GradientReducer> reducer_;  // dp > 1 only
   std::unique_ptr<TokenStream> train_stream_, val_stream_;
   std::unique_ptr<BatchSampler> train_sampler_, val_sampler_;
   double flops_per_token_ = 0;

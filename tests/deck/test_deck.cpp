@@ -64,7 +64,7 @@ const std::string kModelKeys =
     "vocab_size, seq_len, layers, hidden, heads, ffn_hidden, tie_embeddings, init_std, seed, init_from, vocab_pad_to";
 const std::string kMeshKeys =
     "tp, pp, dp, order, schedule, virtual_stages, sequence_parallel, zero, strict_placement, layers_per_stage, "
-    "bucket_mb";
+    "bucket_mb, overlap_grad_reduce";
 const std::string kTrainKeys =
     "steps, micro_batch, global_batch, lr, min_lr, warmup_steps, lr_schedule, weight_decay, beta1, beta2, eps, "
     "grad_clip, recompute, precision";
@@ -305,6 +305,7 @@ std::vector<KeyRow> key_rows() {
       {"mesh", "layers_per_stage", "integer array", "[] (balanced)", "[]", kLpsAllowed, "", "", "", "", {}},
       {"mesh", "bucket_mb", "float", "25", "25.0", "a number > 0 and <= 65536", "1e-300", "0.0", "65536.0", "65536.5",
        {}},
+      {"mesh", "overlap_grad_reduce", "boolean", "true", "true", "true or false", "", "", "", "", {}},
       {"train", "steps", "integer", "10", "10", "an integer in [0, 1099511627776]", "0", "-1", k2p40, k2p40Bad, {}},
       {"train", "micro_batch", "integer", "1", "1", "an integer in [1, 2147483647]", "1", "0", kBig, kBigBad,
        {"train.global_batch=" + kBig}},
@@ -622,6 +623,7 @@ void expect_same(const Config& a, const Config& b) {
   SAME(mesh.tp); SAME(mesh.pp); SAME(mesh.dp); SAME(mesh.order); SAME(mesh.schedule); SAME(mesh.virtual_stages);
   SAME(mesh.sequence_parallel); SAME(mesh.zero); SAME(mesh.strict_placement); SAME(mesh.layers_per_stage);
   SAME(mesh.bucket_mb);
+  SAME(mesh.overlap_grad_reduce);
   SAME(train.steps); SAME(train.micro_batch); SAME(train.global_batch); SAME(train.lr); SAME(train.min_lr);
   SAME(train.warmup_steps); SAME(train.lr_schedule); SAME(train.weight_decay); SAME(train.beta1);
   SAME(train.beta2); SAME(train.eps); SAME(train.grad_clip); SAME(train.recompute); SAME(train.precision);

@@ -1,0 +1,94 @@
+#pragma once
+// Data parallelism: the DP reduction of the gradients in buckets, overlapped with backward, and the
+// ZeRO-1/2 sharded update's parameter gather. One per rank, over its DP group and its chunks.
+//
+//   zero 0, 1  gradients all-reduced: every rank ends with the whole sum. A bucket's non-blocking
+//              all-reduce starts during the LAST micro-batch's backward, as soon as backward has
+//              finished the bucket (earlier micro-batches only accumulate locally).
+//   zero 2     during EVERY micro-batch's backward each finished bucket is reduced (MPI_Ireduce)
+//              to the rank(s) owning its elements; every rank then zeroes what it does not own, so
+//              the next micro-batch adds onto the owners' running sums only. The owner ends with
+//              the sum over micro-batches and ranks of its range; nobody holds the rest.
+//   zero 1, 2  each rank's AdamW updates its own range; gather_parameters() then broadcasts every
+//              range from its owner.
+// Buckets are contiguous ranges of a chunk's flat layout, cut from its end (where backward starts).
+// Elements [0, deferred) of a chunk (a tied embedding whose gradient must first be summed with the
+// other pipeline stage's copy) stay out of the buckets and are all-reduced by reduce_deferred().
+// A bucket being reduced is never written: before backward writes a range, the reductions of the
+// buckets it touches are completed (zero 2, GPipe: the head's gradients of micro-batch k+1 wait for
+// micro-batch k's reduction).
+//
+// Host memory (the CPU backend); progress comes from MPI_Test calls at every backward hook, since
+// MPICH progresses non-blocking collectives only inside MPI calls.
+#include <cstdint>
+#include <vector>
+
+#include "comm/group.hpp"
+#include "kernels.hpp"
+#include "model/gpt.hpp"
+
+namespace trident {
+
+class GradientReducer {
+ public:
+  struct Options {
+    int zero = 0;                    // ZeRO stage (0, 1, 2)
+    int64_t bucket_elements = 1 << 22;
+    bool overlap = true;             // false: nothing starts before the micro-batch's backward ends
+    int micro_batches = 1;           // per step (backward calls per chunk)
+  };
+  // Installs the gradient hooks on the chunks (removed again by the destructor).
+  GradientReducer(Group& dp, Kernels& kernels, std::vector<GptModel*> chunks, std::vector<int64_t> deferred,
+                  Options options);
+  ~GradientReducer();
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  // This rank's ZeRO range of chunk c: what its optimizer updates (the whole layout with zero 0).
+  int64_t shard_begin(int c) const { return chunks_[size_t(c)].bounds[size_t(owner_range())]; }
+  int64_t shard_end(int c) const { return chunks_[size_t(c)].bounds[size_t(owner_range()) + 1]; }
+  int zero() const { return opt_.zero; }
+
+  // Before the step's first forward (the gradients have just been zeroed).
+  void start_step();
+  // After the pipeline's last backward: starts what has not started, waits for all of it.
+  void finish_backward();
+  // All-reduces the deferred ranges (after the tied-embedding sum over the embedding group).
+  void reduce_deferred();
+  // ZeRO 1/2, after the update: every range broadcast from its owner.
+  void gather_parameters();
+
+  // Seconds this rank waited for DP reductions in the last step: the part not hidden behind backward.
+  double last_exposed_s() const { return exposed_s_; }
+  // Bytes of gradients this rank handed to reductions in the last step.
+  int64_t last_reduced_bytes() const { return reduced_bytes_; }
+
+ private:
+  struct Bucket {
+    int64_t begin = 0, end = 0;
+    bool dirty = false;              // written since its last reduction started
+    std::vector<Request> requests;   // in flight
+  };
+  struct Chunk {
+    GptModel* model = nullptr;
+    int64_t deferred = 0;
+    std::vector<int64_t> bounds;     // ZeRO ranges of the DP ranks (one range [0, total) with zero 0)
+    std::vector<Bucket> buckets;     // from the end of the layout down to `deferred`
+    int backwards_done = 0;          // micro-batches whose backward has ended this step
+  };
+  int owner_range() const { return opt_.zero > 0 ? dp_.rank() : 0; }
+  void writing(Chunk& c, int64_t begin, int64_t end);
+  void final_from(Chunk& c, int64_t from);
+  void launch(Chunk& c, Bucket& b);
+  void complete(Chunk& c, Bucket& b);  // waits; zero 2: drops what this rank does not own
+  void progress(Chunk& c);
+
+  Group& dp_;
+  Kernels& k_;
+  Options opt_;
+  std::vector<Chunk> chunks_;
+  double exposed_s_ = 0;
+  int64_t reduced_bytes_ = 0;
+};
+
+}  // namespace trident
