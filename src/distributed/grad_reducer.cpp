@@ -141,6 +141,7 @@ void GradientReducer::reduce_deferred() {
 
 void GradientReducer::gather_parameters() {
   if (opt_.zero == 0) return;
+  const auto t0 = std::chrono::steady_clock::now();
   std::vector<Request> pending;
   for (auto& c : chunks_)
     for (int r = 0; r < dp_.size(); ++r)
@@ -148,6 +149,7 @@ void GradientReducer::gather_parameters() {
         pending.push_back(dp_.ibroadcast(c.model->params() + begin,
                                          std::min(opt_.bucket_elements, c.bounds[size_t(r) + 1] - begin), r));
   dp_.wait_all(pending);
+  exposed_s_ += seconds_since(t0);
 }
 
 }  // namespace trident

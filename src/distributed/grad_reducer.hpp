@@ -58,7 +58,8 @@ class GradientReducer {
   // ZeRO 1/2, after the update: every range broadcast from its owner.
   void gather_parameters();
 
-  // Seconds this rank waited for DP reductions in the last step: the part not hidden behind backward.
+  // Seconds this rank waited for DP communication in the last step, the part not hidden behind
+  // backward: reduction waits, and with ZeRO the parameter gather (which nothing overlaps).
   double last_exposed_s() const { return exposed_s_; }
   // Bytes of gradients this rank handed to reductions in the last step.
   int64_t last_reduced_bytes() const { return reduced_bytes_; }
