@@ -36,7 +36,13 @@ void abort_job(const char* what, int code) {
   spdlog::default_logger()->flush();
   std::fflush(stdout);
   std::fflush(stderr);
-  if (initialized && !finalized && size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+  if (initialized && !finalized && size > 1) {
+    // The launcher (Hydra, srun) forwards our stderr asynchronously and stops forwarding once the abort
+    // reaches it: give it a moment to pass the message on (seen lost on a loaded 2-core machine).
+    const timespec forward{0, 200 * 1000 * 1000};
+    nanosleep(&forward, nullptr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+  }
   std::_Exit(code);
 }
 
