@@ -148,12 +148,16 @@ void TrainingCheckpoints::after_step(int64_t step, double loss) {
   if (!decision.write) return;
   const auto start = std::chrono::steady_clock::now();
   Staging st = make_staging();
+  // write_checkpoint reads only what a shard owns: replicas skip the copy (and never touch the
+  // staging pages), so the cost per rank falls with dp.
   for (size_t i = 0; i < chunks_.size(); ++i) {
     const RankShard& s = st.shards[i];
     const int64_t moments = s.optim_stop() - s.optim_begin;
-    k_.copy_to_host(s.params, chunks_[i]->params(), s.layout->total());
-    k_.copy_to_host(s.exp_avg, optimizers_[i]->exp_avg(), moments);
-    k_.copy_to_host(s.exp_avg_sq, optimizers_[i]->exp_avg_sq(), moments);
+    if (s.params_owner) k_.copy_to_host(s.params, chunks_[i]->params(), s.layout->total());
+    if (s.optim_owner) {
+      k_.copy_to_host(s.exp_avg, optimizers_[i]->exp_avg(), moments);
+      k_.copy_to_host(s.exp_avg_sq, optimizers_[i]->exp_avg_sq(), moments);
+    }
   }
   const double copy_s = seconds_since(start);
   const std::string path =
