@@ -28,11 +28,9 @@ class Trainer {
   Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh = nullptr);
   ~Trainer();
 
-  // Runs steps first_step()..train.steps, logging, writing metrics and checkpoints; returns every
-  // step's figures.
+  // Runs the steps from 1 (or from the one after the resumed checkpoint's) to train.steps, logging,
+  // writing metrics and checkpoints; returns every step's figures.
   std::vector<StepMetrics> run();
-  // 1, or the step after the one the resumed checkpoint completed.
-  int64_t first_step() const { return first_step_; }
 
   // One optimizer step (1-based): the loss is that of the step's batch before its update, the same
   // on every rank.
@@ -71,7 +69,7 @@ class Trainer {
   double peak_tflops_ = 0;
   double pipeline_wait_s_ = 0;
   std::unique_ptr<TrainingCheckpoints> checkpoints_;
-  int64_t first_step_ = 1;
+  int64_t first_step_ = 1;  // 1, or the step after the one the resumed checkpoint completed
 };
 
 }  // namespace trident
