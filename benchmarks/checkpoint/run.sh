@@ -1,8 +1,8 @@
 #!/bin/sh
-# Checkpoint bandwidth of GPT-2 124M (parameters + AdamW moments, 1.49 GB) at 1, 2 and 4 ranks
+# Checkpoint bandwidth of GPT-2 124M (parameters + AdamW moments, 1.49 GB) at 1, 2, 4 and 8 ranks
 # (tp = ranks), against dd on the same disk.
 #   benchmarks/checkpoint/run.sh [BUILD_DIR] [DIR]     (defaults: build, a fresh folder in $TMPDIR)
-# Environment: RANKS (default "1 2 4"), REPS (default 1), IO (collective | independent; default both),
+# Environment: RANKS (default "1 2 4 8"), REPS (default 1), IO (collective | independent; default both),
 # MPIEXEC (default mpiexec).
 set -eu
 build=${1:-build}
@@ -21,7 +21,7 @@ echo "\$ dd if=$dir/dd.bin of=/dev/null bs=1M iflag=direct"
 dd if="$dir/dd.bin" of=/dev/null bs=1M iflag=direct 2>&1 | tail -1
 rm -f "$dir/dd.bin"
 for io in ${IO:-collective independent}; do
-  for np in ${RANKS:-1 2 4}; do
+  for np in ${RANKS:-1 2 4 8}; do
     echo "\$ $mpiexec -n $np $bench $dir/np$np ${REPS:-1} $io"
     $mpiexec -n "$np" "$bench" "$dir/np$np" "${REPS:-1}" "$io" 2>&1 |
       sed -n -e 's/.*checkpoint: \(wrote\|loaded\) .*\(rank 0: [^)]*\))$/  \1, \2/p;t' -e '/^[^[]/p'

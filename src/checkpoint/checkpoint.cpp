@@ -211,16 +211,27 @@ const Kind kExpAvg{ckpt::kExpAvgGroup, &RankShard::exp_avg, true};
 const Kind kExpAvgSq{ckpt::kExpAvgSqGroup, &RankShard::exp_avg_sq, true};
 const Kind kMaster{ckpt::kMasterGroup, &RankShard::master, true};
 
-// This rank's part of dataset `name` of `kind`: blocks and the buffer offset of the tensor's element 0.
+// This rank's part of dataset `name` of `kind`: blocks, the buffer of the shard holding the tensor
+// and the offset of the tensor's element 0 in it.
 struct Part {
   std::vector<Block> blocks;
+  float* buffer = nullptr;
   int64_t offset = 0;  // buffer index of the tensor's element 0 (may be negative with ZeRO ranges)
   bool owner = false;
 };
 
-Part part_of(const RankShard& shard, const ParamTensor* t, const Kind& kind) {
+// A tensor this rank holds and the shard (pipeline chunk) holding it.
+struct Held {
+  const RankShard* shard = nullptr;
+  const ParamTensor* tensor = nullptr;
+};
+
+Part part_of(const Held& held, const Kind& kind) {
   Part p;
-  if (!t) return p;
+  if (!held.tensor) return p;
+  const RankShard& shard = *held.shard;
+  const ParamTensor* t = held.tensor;
+  p.buffer = shard.*(kind.buffer);
   const ParameterLayout& L = *shard.layout;
   int64_t begin = 0, end = t->numel;
   if (kind.optimizer) {
@@ -240,10 +251,35 @@ Part part_of(const RankShard& shard, const ParamTensor* t, const Kind& kind) {
   return p;
 }
 
-std::map<std::string, const ParamTensor*> tensors_by_name(const ParameterLayout& L) {
-  std::map<std::string, const ParamTensor*> m;
-  for (const auto& t : L.tensors()) m[t.name] = &t;
+// The tensors of all of this rank's shards by name. The chunks of one rank hold disjoint sets of
+// tensors (the two holders of a tied embedding are on different pipeline stages): a tensor in two
+// shards is an error, reported in `error`.
+std::map<std::string, Held> tensors_by_name(const std::vector<RankShard>& shards, std::string& error) {
+  std::map<std::string, Held> m;
+  for (const auto& shard : shards)
+    for (const auto& t : shard.layout->tensors()) {
+      auto [it, fresh] = m.emplace(t.name, Held{&shard, &t});
+      if (!fresh && error.empty())
+        error = fmt::format("checkpoint: tensor {} is held by two shards of this rank (pipeline chunks of one rank hold "
+                            "disjoint layers)",
+                            t.name);
+    }
   return m;
+}
+
+// Every shard has a layout and parameters, and an optimizer range inside its layout (agreed).
+void check_shards(const std::vector<RankShard>& shards, const char* function, MPI_Comm comm) {
+  std::string err;
+  if (shards.empty()) err = fmt::format("{}: no shard on this rank", function);
+  for (const auto& shard : shards) {
+    if (!err.empty()) break;
+    if (!shard.layout || !shard.params)
+      err = fmt::format("{}: a shard has no layout or no parameters", function);
+    else if (shard.optim_begin < 0 || shard.optim_stop() > shard.layout->total() || shard.optim_begin > shard.optim_stop())
+      err = fmt::format("{}: optimizer range [{}, {}) outside the layout's {} elements", function, shard.optim_begin,
+                        shard.optim_stop(), shard.layout->total());
+  }
+  agree(comm, err);
 }
 
 // Selects `blocks` in a dataset's file space (none when empty).
@@ -526,8 +562,8 @@ void write_scalars(hid_t file, const Config& cfg, const TrainingProgress& p, int
 }
 
 // Writes the datasets of one group: returns per-dataset (partial checksum, elements written) of this rank.
-void write_group(hid_t file, const Kind& kind, const std::vector<TensorSpec>& specs, const RankShard& shard,
-                 const std::map<std::string, const ParamTensor*>& mine, const std::string& path, bool collective,
+void write_group(hid_t file, const Kind& kind, const std::vector<TensorSpec>& specs,
+                 const std::map<std::string, Held>& mine, const std::string& path, bool collective,
                  std::vector<Handle>& datasets, std::vector<uint64_t>& sums, std::vector<int64_t>& counts,
                  Phases& phases) {
   Handle group = ckpt::h5::exists(file, kind.group) ? ckpt::h5::open_group(file, kind.group, path)
@@ -536,7 +572,6 @@ void write_group(hid_t file, const Kind& kind, const std::vector<TensorSpec>& sp
   H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
   H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
   Handle dxpl = transfer(collective);
-  const float* buffer = shard.*(kind.buffer);
   std::vector<float> packed;
   for (const auto& s : specs) {
     const std::string what = fmt::format("{}: dataset {}/{}", path, kind.group, s.name);
@@ -546,7 +581,7 @@ void write_group(hid_t file, const Kind& kind, const std::vector<TensorSpec>& sp
     if (!d.valid()) ckpt::h5::fail(what + ": cannot create");
 
     auto it = mine.find(s.name);
-    Part part = part_of(shard, it == mine.end() ? nullptr : it->second, kind);
+    Part part = part_of(it == mine.end() ? Held{} : it->second, kind);
     if (!part.owner) part.blocks.clear();  // replicas and lower-stage duplicates write nothing
     const int64_t cols = s.shape.size() > 1 ? s.shape[1] : 1;
     const int64_t n = ckpt::total_count(part.blocks);
@@ -554,7 +589,7 @@ void write_group(hid_t file, const Kind& kind, const std::vector<TensorSpec>& sp
     uint64_t sum = 0;
     auto t = std::chrono::steady_clock::now();
     ckpt::for_each_element(part.blocks, cols, [&](int64_t di, int64_t si, int64_t pi) {
-      const float v = buffer[part.offset + si];
+      const float v = part.buffer[part.offset + si];
       packed[size_t(pi)] = v;
       sum += ckpt::element_hash(uint64_t(di), bits_of(v));
     });
@@ -580,17 +615,23 @@ std::vector<Kind> kinds_present(bool has_optimizer, bool has_master) {
   return k;
 }
 
-// Whether any rank has the optimizer buffers (or master weights): then every rank whose optimizer
-// range is not empty must have them too (a rank with an empty ZeRO partition may pass nulls).
-bool any_rank_has(MPI_Comm comm, const RankShard& shard, bool mine, const char* what) {
-  int v = mine, any = 0;
-  MPI_Allreduce(&v, &any, 1, MPI_INT, MPI_MAX, comm);
+// Whether any shard of any rank has the buffers `has` looks for (optimizer state, master weights):
+// then every shard whose optimizer range is not empty must have them too (a shard with an empty ZeRO
+// partition may pass nulls).
+template <class Has>
+bool any_rank_has(MPI_Comm comm, const std::vector<RankShard>& shards, Has has, const char* what) {
+  int mine = 0, any = 0;
+  for (const auto& shard : shards) mine |= int(has(shard));
+  MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, comm);
   std::string err;
-  if (any && !mine && shard.layout && shard.optim_stop() > shard.optim_begin)
-    err = fmt::format("checkpoint: {} are set on some ranks and not on others", what);
+  for (const auto& shard : shards)
+    if (any && !has(shard) && shard.optim_stop() > shard.optim_begin)
+      err = fmt::format("checkpoint: {} are set on some shards and not on others", what);
   agree(comm, err);
   return any != 0;
 }
+bool has_moments(const RankShard& s) { return s.exp_avg && s.exp_avg_sq; }
+bool has_master_weights(const RankShard& s) { return s.master != nullptr; }
 
 void prune(const std::string& dir, int64_t keep, const std::string& just_written) {
   // Leftovers of interrupted writes first: nothing else writes into the directory.
@@ -646,20 +687,13 @@ TrainingProgress progress_after_step(const Config& cfg, int64_t step, double los
 
 std::string checkpoint_file_name(int64_t step) { return fmt::format("step_{:08d}.h5", step); }
 
-std::string write_checkpoint(const std::string& dir, const Config& cfg, const RankShard& shard,
+std::string write_checkpoint(const std::string& dir, const Config& cfg, const std::vector<RankShard>& shards,
                              const TrainingProgress& progress, MPI_Comm comm, const WriteOptions& options) {
   TRIDENT_CHECK(!dir.empty(), "write_checkpoint: empty directory");
-  {
-    std::string err;
-    if (!shard.layout || !shard.params) err = "write_checkpoint: the shard has no layout or no parameters";
-    else if (shard.optim_begin < 0 || shard.optim_stop() > shard.layout->total() || shard.optim_begin > shard.optim_stop())
-      err = fmt::format("write_checkpoint: optimizer range [{}, {}) outside the layout's {} elements", shard.optim_begin,
-                        shard.optim_stop(), shard.layout->total());
-    agree(comm, err);
-  }
+  check_shards(shards, "write_checkpoint", comm);
   const bool has_optimizer =
-      any_rank_has(comm, shard, shard.exp_avg && shard.exp_avg_sq, "the optimizer state buffers (exp_avg, exp_avg_sq)");
-  const bool has_master = any_rank_has(comm, shard, shard.master != nullptr, "the master weight buffers");
+      any_rank_has(comm, shards, has_moments, "the optimizer state buffers (exp_avg, exp_avg_sq)");
+  const bool has_master = any_rank_has(comm, shards, has_master_weights, "the master weight buffers");
   TRIDENT_CHECK(has_optimizer || !has_master, "write_checkpoint: master weights without optimizer state");
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -672,10 +706,11 @@ std::string write_checkpoint(const std::string& dir, const Config& cfg, const Ra
   });
 
   const auto specs = ckpt::model_tensors(cfg.model);
-  const auto mine = tensors_by_name(*shard.layout);
+  std::string held_error;
+  const auto mine = tensors_by_name(shards, held_error);
   {
-    std::string err;
-    for (const auto& [name, t] : mine) {
+    std::string err = held_error;
+    for (const auto& [name, held] : mine) {
       bool known = false;
       for (const auto& s : specs) known |= s.name == name;
       if (!known) err = fmt::format("write_checkpoint: this rank holds tensor {}, which the model of the deck has not", name);
@@ -696,7 +731,7 @@ std::string write_checkpoint(const std::string& dir, const Config& cfg, const Ra
     std::vector<std::string> names;
     std::vector<int64_t> sizes;
     for (const Kind& kind : kinds_present(has_optimizer, has_master)) {
-      write_group(file, kind, specs, shard, mine, tmp_path, collective_data(cfg), datasets, sums, counts, phases);
+      write_group(file, kind, specs, mine, tmp_path, collective_data(cfg), datasets, sums, counts, phases);
       for (const auto& s : specs) {
         names.push_back(std::string(kind.group) + "/" + s.name);
         sizes.push_back(s.numel());
@@ -897,18 +932,16 @@ CheckpointHeader read_checkpoint_header(const std::string& path) {
 // ---------------------------------------------------------------------------------------------
 // Loading (collective).
 
-CheckpointHeader load_checkpoint(const std::string& path, const Config& cfg, RankShard& shard, MPI_Comm comm) {
+CheckpointHeader load_checkpoint(const std::string& path, const Config& cfg, const std::vector<RankShard>& shards,
+                                 MPI_Comm comm) {
   const auto t0 = std::chrono::steady_clock::now();
-  {
-    std::string err;
-    if (!shard.layout || !shard.params) err = "load_checkpoint: the shard has no layout or no parameters";
-    else if (shard.optim_begin < 0 || shard.optim_stop() > shard.layout->total() || shard.optim_begin > shard.optim_stop())
-      err = "load_checkpoint: optimizer range outside the layout";
-    agree(comm, err);
-  }
+  check_shards(shards, "load_checkpoint", comm);
+  std::string held_error;
+  const auto mine = tensors_by_name(shards, held_error);
+  agree(comm, held_error);
   const bool want_optimizer =
-      any_rank_has(comm, shard, shard.exp_avg && shard.exp_avg_sq, "the optimizer state buffers (exp_avg, exp_avg_sq)");
-  const bool want_master = any_rank_has(comm, shard, shard.master != nullptr, "the master weight buffers");
+      any_rank_has(comm, shards, has_moments, "the optimizer state buffers (exp_avg, exp_avg_sq)");
+  const bool want_master = any_rank_has(comm, shards, has_master_weights, "the master weight buffers");
 
   // 1. Rank 0 reads and checks the structure; everyone gets the header.
   std::string text;
@@ -922,7 +955,6 @@ CheckpointHeader load_checkpoint(const std::string& path, const Config& cfg, Ran
 
   // 2. Every rank reads its own blocks of every dataset, collectively.
   const auto specs = ckpt::model_tensors(cfg.model);
-  const auto mine = tensors_by_name(*shard.layout);
   std::map<std::string, uint64_t> stored;
   for (const auto& d : header.datasets) stored[d.name] = d.checksum;
   struct Read {
@@ -936,24 +968,22 @@ CheckpointHeader load_checkpoint(const std::string& path, const Config& cfg, Ran
   {
     Handle file = ckpt::h5::open_file(path, comm);
     Handle dxpl = transfer(collective_data(cfg));
-    std::fill(shard.params, shard.params + shard.layout->total(), 0.f);
-    const int64_t on = shard.optim_stop() - shard.optim_begin;
     std::vector<Kind> kinds = {kParams};
     if (want_optimizer) {
-      std::fill(shard.exp_avg, shard.exp_avg + on, 0.f);
-      std::fill(shard.exp_avg_sq, shard.exp_avg_sq + on, 0.f);
       kinds.push_back(kExpAvg);
       kinds.push_back(kExpAvgSq);
     }
-    if (want_master) {
-      std::fill(shard.master, shard.master + on, 0.f);
-      kinds.push_back(kMaster);
-    }
+    if (want_master) kinds.push_back(kMaster);
+    // Zero first: padding rows are never stored.
+    for (const auto& shard : shards)
+      for (const Kind& kind : kinds)
+        if (float* buffer = shard.*(kind.buffer))
+          std::fill(buffer, buffer + (kind.optimizer ? shard.optim_stop() - shard.optim_begin : shard.layout->total()),
+                    0.f);
     std::vector<float> packed;
     for (const Kind& kind : kinds) {
       // Master weights from the parameters when the checkpoint kept none (an fp32 run).
       const std::string group = (kind.group == kMaster.group && !header.has_master) ? ckpt::kModelGroup : kind.group;
-      float* buffer = shard.*(kind.buffer);
       for (const auto& s : specs) {
         const std::string name = group + "/" + s.name;
         const std::string what = fmt::format("{}: dataset {}", path, name);
@@ -961,7 +991,7 @@ CheckpointHeader load_checkpoint(const std::string& path, const Config& cfg, Ran
         if (!d.valid()) ckpt::h5::fail(what + ": cannot open");
         Handle fspace(H5Dget_space(d), H5Sclose);
         auto it = mine.find(s.name);
-        const Part part = part_of(shard, it == mine.end() ? nullptr : it->second, kind);
+        const Part part = part_of(it == mine.end() ? Held{} : it->second, kind);
         const int64_t n = ckpt::total_count(part.blocks);
         select_blocks(fspace, s.shape.size(), part.blocks, what);
         Handle mspace = memory_space(n);
@@ -974,7 +1004,7 @@ CheckpointHeader load_checkpoint(const std::string& path, const Config& cfg, Ran
         uint64_t sum = 0;
         ckpt::for_each_element(part.blocks, cols, [&](int64_t di, int64_t si, int64_t pi) {
           const float v = packed[size_t(pi)];
-          buffer[part.offset + si] = v;
+          part.buffer[part.offset + si] = v;
           sum += ckpt::element_hash(uint64_t(di), bits_of(v));
         });
         phases.pack += seconds_since(t);
@@ -1100,7 +1130,7 @@ std::string find_resume_checkpoint(const CheckpointConfig& cfg, std::vector<std:
   return "";
 }
 
-std::optional<ResumePoint> resume_checkpoint(const Config& cfg, RankShard& shard, MPI_Comm comm) {
+std::optional<ResumePoint> resume_checkpoint(const Config& cfg, const std::vector<RankShard>& shards, MPI_Comm comm) {
   const auto& c = cfg.checkpoint;
   if (c.resume == "never") return std::nullopt;
   bool explicit_file = false;
@@ -1141,7 +1171,7 @@ std::optional<ResumePoint> resume_checkpoint(const Config& cfg, RankShard& shard
   ResumePoint rp;
   for (size_t i = 0; i < candidates.size(); ++i) {
     try {
-      rp.header = load_checkpoint(candidates[i], cfg, shard, comm);
+      rp.header = load_checkpoint(candidates[i], cfg, shards, comm);
       if (!rp.skipped.empty())
         log::info("checkpoint: resumed from {} after passing over {} damaged newer checkpoint(s)", candidates[i],
                   rp.skipped.size());

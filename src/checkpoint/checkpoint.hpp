@@ -19,11 +19,12 @@
 // and only then are checkpoints beyond `keep` deleted. A crash at any point leaves every earlier
 // checkpoint and a `latest` that names a complete one.
 //
-// What the trainer calls (all collective over the communicator given, the world):
-//   start-up:   resume_checkpoint(cfg, shard, comm)  -> nullopt (start fresh) or the header loaded;
+// What the trainer calls (all collective over the communicator given, the world; src/train/checkpointing.hpp
+// does it for Trainer), with one RankShard per pipeline chunk of the rank:
+//   start-up:   resume_checkpoint(cfg, shards, comm) -> nullopt (start fresh) or the header loaded;
 //               copy the host buffers to the device, continue at header.progress.step + 1.
 //   each step:  schedule.should_write(step)           (collective decision)
-//               -> write_checkpoint(cfg.checkpoint.dir, cfg, shard, progress_after_step(cfg, step, loss), comm)
+//               -> write_checkpoint(cfg.checkpoint.dir, cfg, shards, progress_after_step(cfg, step, loss), comm)
 //   signals:    request_checkpoint()                   (async-signal-safe)
 #include <mpi.h>
 
@@ -50,9 +51,10 @@ class CheckpointError : public Error {
   using Error::Error;
 };
 
-// One rank's share of the training state, as HOST buffers in this rank's ParameterLayout (a TP slice
-// of the tensors of its pipeline stage(s)). The write functions read the buffers, the load functions
-// fill them.
+// The training state of one pipeline chunk of a rank, as HOST buffers in the chunk's ParameterLayout
+// (a TP slice of the chunk's tensors). A rank passes one shard per chunk it holds (several with
+// virtual_stages > 1; their layouts hold disjoint tensors). The write functions read the buffers,
+// the load functions fill them.
 //
 // Ownership (who writes, and whose data the checksums are computed from): every element of every
 // dataset must be written by exactly one rank; write_checkpoint checks the element counts and
@@ -63,8 +65,8 @@ class CheckpointError : public Error {
 //     the same optimizer state too: only dp rank 0 sets optim_owner. With ZeRO-1/2 every DP rank owns
 //     its partition [optim_begin, optim_end) of the optimizer state.
 //   * A tensor held by two pipeline stages (the tied embedding: transformer.wte.weight on the first
-//     stage, used as the LM head on the last) is written by the LOWEST pipeline stage that holds it;
-//     the others list its name in not_owned. Virtual stages of one rank are one layout.
+//     stage's first chunk, used as the LM head by the last stage's last chunk) is written by the
+//     LOWEST pipeline stage that holds it; the other chunk lists its name in not_owned.
 // On load every rank reads everything it holds whatever the flags; the owners' partial checksums
 // verify the data read (a dataset not covered exactly once is verified by a separate read).
 struct RankShard {
@@ -150,25 +152,36 @@ struct WriteOptions {
 // "step_00000123.h5"
 std::string checkpoint_file_name(int64_t step);
 
-// Collective over comm. Writes DIR/step_N.h5 (N = progress.step) atomically, updates DIR/latest and
-// deletes the oldest checkpoints beyond cfg.checkpoint.keep (0 keeps all). Returns the path.
-// The model and layout recorded come from cfg (cfg.model, cfg.mesh, cfg.resolved_toml).
-std::string write_checkpoint(const std::string& dir, const Config& cfg, const RankShard& shard,
+// Collective over comm. Writes DIR/step_N.h5 (N = progress.step) atomically from this rank's shards
+// (one per pipeline chunk), updates DIR/latest and deletes the oldest checkpoints beyond
+// cfg.checkpoint.keep (0 keeps all). Returns the path. The model and layout recorded come from cfg
+// (cfg.model, cfg.mesh, cfg.resolved_toml).
+std::string write_checkpoint(const std::string& dir, const Config& cfg, const std::vector<RankShard>& shards,
                              const TrainingProgress& progress, MPI_Comm comm, const WriteOptions& options = {});
 
-// Collective over comm. Fills this rank's buffers from checkpoint `path` whatever layout wrote it:
-// parameters always, optimizer state when shard.exp_avg is set (master weights when shard.master is
+// Collective over comm. Fills the buffers of this rank's shards from checkpoint `path` whatever layout
+// wrote it: parameters always, optimizer state when exp_avg is set (master weights when master is
 // set; from /model when the checkpoint has none). Verifies the format version, the model (every
 // dataset's shape against cfg.model) and the checksum of every dataset read. Throws CheckpointError
 // (on every rank alike) naming the file and dataset.
-CheckpointHeader load_checkpoint(const std::string& path, const Config& cfg, RankShard& shard, MPI_Comm comm);
+CheckpointHeader load_checkpoint(const std::string& path, const Config& cfg, const std::vector<RankShard>& shards,
+                                 MPI_Comm comm);
+
+// A rank holding a single chunk.
+inline std::string write_checkpoint(const std::string& dir, const Config& cfg, const RankShard& shard,
+                                    const TrainingProgress& progress, MPI_Comm comm, const WriteOptions& options = {}) {
+  return write_checkpoint(dir, cfg, std::vector<RankShard>{shard}, progress, comm, options);
+}
+inline CheckpointHeader load_checkpoint(const std::string& path, const Config& cfg, RankShard& shard, MPI_Comm comm) {
+  return load_checkpoint(path, cfg, std::vector<RankShard>{shard}, comm);
+}
 
 struct ResumePoint {
   CheckpointHeader header;             // of the checkpoint loaded
   std::vector<std::string> skipped;    // damaged newer checkpoints passed over, each with its reason
 };
 
-// Collective. What checkpoint.resume asks for, loaded into `shard`:
+// Collective. What checkpoint.resume asks for, loaded into this rank's shards:
 //   "never" (or checkpoint.dir empty with "auto"): nullopt, start fresh;
 //   "auto": the newest checkpoint in checkpoint.dir that loads and verifies; a damaged one is skipped
 //           with a warning naming file and dataset and the previous one is tried. nullopt when the
@@ -176,7 +189,10 @@ struct ResumePoint {
 //           (a run never silently restarts from scratch over damaged checkpoints);
 //   a path (a checkpoint file, or a directory meaning its newest valid checkpoint): that one, a
 //           CheckpointError when it is not valid.
-std::optional<ResumePoint> resume_checkpoint(const Config& cfg, RankShard& shard, MPI_Comm comm);
+std::optional<ResumePoint> resume_checkpoint(const Config& cfg, const std::vector<RankShard>& shards, MPI_Comm comm);
+inline std::optional<ResumePoint> resume_checkpoint(const Config& cfg, RankShard& shard, MPI_Comm comm) {
+  return resume_checkpoint(cfg, std::vector<RankShard>{shard}, comm);
+}
 
 // ---- serial functions (one rank; the `trident ckpt` tools) ----
 

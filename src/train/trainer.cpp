@@ -14,6 +14,7 @@
 #include "distributed/zero_partition.hpp"
 #include "optim/lr_schedule.hpp"
 #include "pipeline/partition.hpp"
+#include "train/checkpointing.hpp"
 #include "train/flops.hpp"
 
 namespace trident {
@@ -23,7 +24,6 @@ namespace {
 void require_supported(const Config& cfg, const ParallelMesh* mesh) {
   TRIDENT_CHECK(mesh || cfg.mesh.world_size() == 1, "a parallel layout needs a ParallelMesh");
   if (cfg.runtime.backend == Backend::Cuda) throw NotImplemented("training on the cuda backend");
-  if (!cfg.checkpoint.dir.empty()) throw NotImplemented("checkpoints (checkpoint.dir is set)");
   if (cfg.data.path.empty()) throw Error(fmt::format("{}: [data] path is empty: `train` needs training data", cfg.source));
 }
 
@@ -78,6 +78,9 @@ Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh) : cfg_
   }
   flops_per_token_ = model_flops_per_token(shapes_, parameter_count(cfg_.model));
   peak_tflops_ = cfg_.runtime.peak_tflops > 0 ? cfg_.runtime.peak_tflops : measure_cpu_gemm_tflops();
+
+  checkpoints_ = std::make_unique<TrainingCheckpoints>(cfg_, k_, mesh_, chunks_, optimizers_);
+  first_step_ = checkpoints_->resume() + 1;
 }
 
 Trainer::~Trainer() = default;
@@ -271,19 +274,20 @@ std::vector<StepMetrics> Trainer::run() {
 
   std::unique_ptr<MetricsWriter> metrics;
   if (!cfg_.runtime.metrics.empty() && (!mesh_ || mesh_->world_rank() == 0))
-    metrics = std::make_unique<MetricsWriter>(cfg_.runtime.metrics, false);
+    metrics = std::make_unique<MetricsWriter>(cfg_.runtime.metrics, first_step_ > 1);  // a resumed run appends
   std::vector<StepMetrics> history;
   double total_ms = 0;
-  for (int64_t step = 1; step <= t.steps; ++step) {
+  for (int64_t step = first_step_; step <= t.steps; ++step) {
     StepMetrics m = train_step(step);
     total_ms += m.step_ms;
-    m.eta_s = total_ms / double(step) * double(t.steps - step) / 1e3;
+    m.eta_s = total_ms / double(step - first_step_ + 1) * double(t.steps - step) / 1e3;
     if (val_sampler_ && cfg_.data.val_every > 0 && step % cfg_.data.val_every == 0) m.val_loss = validation_loss();
-    if (step % cfg_.runtime.log_every == 0 || step == 1 || step == t.steps || m.val_loss)
+    if (step % cfg_.runtime.log_every == 0 || step == first_step_ || step == t.steps || m.val_loss)
       log::info("{}", format_log_line(m, t.steps));
     if (step == 1) log::info("memory per rank after step 1: {}", describe(m.memory));
     if (metrics) metrics->write(m);
     if (!std::isfinite(m.loss)) throw Error(fmt::format("step {}: the loss is {}; training diverged", step, m.loss));
+    checkpoints_->after_step(step, m.loss);
     history.push_back(m);
   }
   for (auto& chunk : chunks_) {

@@ -19,15 +19,18 @@
 
 namespace trident {
 
+class TrainingCheckpoints;
+
 class Trainer {
  public:
   // Builds this rank's chunks (init_from or seeded init; its shard of them), optimizers and data
-  // streams. `mesh` may be null for a serial run. Throws trident::Error for what the deck asks and
-  // this build cannot do.
+  // streams, then resumes from a checkpoint when checkpoint.resume finds one. `mesh` may be null for
+  // a serial run. Throws trident::Error for what the deck asks and this build cannot do.
   Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh = nullptr);
   ~Trainer();
 
-  // Runs steps 1..train.steps, logging and writing metrics; returns every step's figures.
+  // Runs the steps from 1 (or from the one after the resumed checkpoint's) to train.steps, logging,
+  // writing metrics and checkpoints; returns every step's figures.
   std::vector<StepMetrics> run();
 
   // One optimizer step (1-based): the loss is that of the step's batch before its update, the same
@@ -70,6 +73,8 @@ class Trainer {
   double flops_per_token_ = 0;
   double peak_tflops_ = 0;
   double pipeline_wait_s_ = 0;
+  std::unique_ptr<TrainingCheckpoints> checkpoints_;
+  int64_t first_step_ = 1;  // 1, or the step after the one the resumed checkpoint completed
 };
 
 }  // namespace trident

@@ -1,0 +1,175 @@
+#include "train/checkpointing.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace fs = std::filesystem;
+
+namespace trident {
+namespace {
+
+void on_checkpoint_signal(int) { request_checkpoint(); }
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Rank 0 creates checkpoint.dir and checks that it can write there, so that a bad path fails at
+// start-up rather than at the first checkpoint, hours in. Collective: every rank throws alike.
+void prepare_directory(const Config& cfg, MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  std::string err;
+  if (rank == 0) {
+    const std::string& dir = cfg.checkpoint.dir;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec || !fs::is_directory(dir))
+      err = fmt::format("{}: [checkpoint] dir = \"{}\" cannot be created as a directory: {}", cfg.source, dir,
+                        ec ? ec.message() : "a file of that name exists");
+    else if (::access(dir.c_str(), W_OK | X_OK) != 0)
+      err = fmt::format("{}: [checkpoint] dir = \"{}\" is not writable: {}", cfg.source, dir, std::strerror(errno));
+  }
+  int64_t n = int64_t(err.size());
+  MPI_Bcast(&n, 1, MPI_INT64_T, 0, comm);
+  err.resize(size_t(n));
+  MPI_Bcast(err.data(), int(n), MPI_CHAR, 0, comm);
+  if (!err.empty()) throw Error(err);
+}
+
+}  // namespace
+
+TrainingCheckpoints::TrainingCheckpoints(const Config& cfg, Kernels& kernels, ParallelMesh* mesh,
+                                         const std::vector<std::unique_ptr<GptModel>>& chunks,
+                                         const std::vector<std::unique_ptr<AdamW>>& optimizers)
+    : cfg_(cfg),
+      k_(kernels),
+      mesh_(mesh),
+      chunks_(chunks),
+      optimizers_(optimizers),
+      comm_(mesh ? mesh->world().mpi_comm() : MPI_COMM_WORLD),
+      schedule_(cfg.checkpoint, cfg.train.steps, comm_) {
+  TRIDENT_CHECK(chunks_.size() == optimizers_.size(), "TrainingCheckpoints: {} chunks but {} optimizers",
+                chunks_.size(), optimizers_.size());
+  if (schedule_.enabled()) {
+    struct sigaction sa {};
+    sa.sa_handler = on_checkpoint_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    handler_installed_ = sigaction(SIGUSR1, &sa, &previous_usr1_) == 0;
+  }
+}
+
+TrainingCheckpoints::~TrainingCheckpoints() {
+  if (handler_installed_) sigaction(SIGUSR1, &previous_usr1_, nullptr);
+}
+
+// Ownership (see RankShard): DP replicas hold the same parameters, written by dp rank 0; without
+// ZeRO the same optimizer state too, while with ZeRO each DP rank owns its partition. The LM head's
+// copy of a tied embedding (a last chunk without the embedding) is written by the first stage.
+TrainingCheckpoints::Staging TrainingCheckpoints::make_staging() const {
+  Staging st;
+  const int dp_rank = mesh_ ? mesh_->coord().dp : 0;
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    const ParameterLayout& layout = chunks_[c]->layout();
+    const AdamW& optimizer = *optimizers_[c];
+    const int64_t moments = optimizer.end() - optimizer.begin();
+    RankShard s;
+    s.layout = &layout;
+    // Uninitialised: the pages cost nothing until a load or a copy fills them.
+    s.params = st.buffers.emplace_back(new float[size_t(layout.total())]).get();
+    s.exp_avg = st.buffers.emplace_back(new float[size_t(moments)]).get();
+    s.exp_avg_sq = st.buffers.emplace_back(new float[size_t(moments)]).get();
+    s.optim_begin = optimizer.begin();
+    s.optim_end = optimizer.end();
+    s.params_owner = dp_rank == 0;
+    s.optim_owner = cfg_.mesh.zero > 0 || dp_rank == 0;
+    if (layout.wte() >= 0 && !layout.has_embedding()) s.not_owned.push_back("transformer.wte.weight");
+    st.shards.push_back(std::move(s));
+  }
+  return st;
+}
+
+int64_t TrainingCheckpoints::resume() {
+  const auto& c = cfg_.checkpoint;
+  if (!c.dir.empty()) prepare_directory(cfg_, comm_);
+  if (c.resume == "never") {
+    if (!c.dir.empty()) log::info("checkpoint: resume = \"never\": starting fresh (checkpoints go to {})", c.dir);
+    return 0;
+  }
+  if (c.resume == "auto" && c.dir.empty()) return 0;
+
+  const auto start = std::chrono::steady_clock::now();
+  Staging st = make_staging();
+  const auto point = resume_checkpoint(cfg_, st.shards, comm_);
+  if (!point) return 0;  // resume_checkpoint said "no checkpoint in DIR: starting fresh"
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    const RankShard& s = st.shards[i];
+    const int64_t moments = s.optim_stop() - s.optim_begin;
+    k_.copy_to_device(chunks_[i]->params(), s.params, s.layout->total());
+    k_.copy_to_device(optimizers_[i]->exp_avg(), s.exp_avg, moments);
+    k_.copy_to_device(optimizers_[i]->exp_avg_sq(), s.exp_avg_sq, moments);
+  }
+  k_.fence();
+
+  const CheckpointHeader& h = point->header;
+  const SavedLayout& l = h.layout;
+  const int64_t step = h.progress.step;
+  log::info("checkpoint: resumed from {} (step {}, written with tp {} pp {} dp {} zero {} virtual_stages {} on {} "
+            "ranks) in {:.2f} s; training continues at step {} of {}",
+            h.path, step, l.tp, l.pp, l.dp, l.zero, l.virtual_stages, l.world_size, seconds_since(start), step + 1,
+            cfg_.train.steps);
+  if (!cfg_.model.init_from.empty())
+    log::info("checkpoint: model.init_from ({}) is superseded by the checkpoint", cfg_.model.init_from);
+  if (step >= cfg_.train.steps)
+    log::info("checkpoint: step {} already reaches train.steps = {}: nothing left to train", step, cfg_.train.steps);
+  // The batch of step s is a function of (s, data.seed, global_batch): with other values the run
+  // goes on, but its data order is no longer the interrupted run's.
+  if (log::is_root() && h.progress.data_seed != cfg_.data.seed)
+    log::warn("checkpoint: written with data.seed {}, this run has {}: the data order differs from the interrupted "
+              "run's",
+              h.progress.data_seed, cfg_.data.seed);
+  if (log::is_root() && step > 0 && h.progress.consumed_samples != step * cfg_.train.global_batch)
+    log::warn("checkpoint: written with global_batch {}, this run has {}: batches continue by step number, so the "
+              "data order differs from the interrupted run's",
+              h.progress.consumed_samples / step, cfg_.train.global_batch);
+  return step;
+}
+
+void TrainingCheckpoints::after_step(int64_t step, double loss) {
+  const auto decision = schedule_.should_write(step);
+  if (!decision.write) return;
+  const auto start = std::chrono::steady_clock::now();
+  Staging st = make_staging();
+  // write_checkpoint reads only what a shard owns: replicas skip the copy (and never touch the
+  // staging pages), so the cost per rank falls with dp.
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    const RankShard& s = st.shards[i];
+    const int64_t moments = s.optim_stop() - s.optim_begin;
+    if (s.params_owner) k_.copy_to_host(s.params, chunks_[i]->params(), s.layout->total());
+    if (s.optim_owner) {
+      k_.copy_to_host(s.exp_avg, optimizers_[i]->exp_avg(), moments);
+      k_.copy_to_host(s.exp_avg_sq, optimizers_[i]->exp_avg_sq(), moments);
+    }
+  }
+  const double copy_s = seconds_since(start);
+  const std::string path =
+      write_checkpoint(cfg_.checkpoint.dir, cfg_, st.shards, progress_after_step(cfg_, step, loss), comm_);
+  const double total_s = seconds_since(start);
+  if (log::is_root()) {
+    std::error_code ec;
+    const auto bytes = fs::file_size(path, ec);
+    const double mb = ec ? 0.0 : double(bytes) / 1e6;
+    log::info("checkpoint: step {} ({}) -> {}: {:.1f} MB in {:.2f} s, {:.0f} MB/s (device-to-host copy {:.2f} s)", step,
+              decision.reason, path, mb, total_s, mb / std::max(total_s, 1e-9), copy_s);
+  }
+}
+
+}  // namespace trident
