@@ -295,7 +295,8 @@ const float* GptModel::backward(int slot, const float* dout) {
   k_.copy(dres_, layout_.has_head() ? sl.dtop : dout, Nl * C);
   for (int64_t l = L0_ + nl_ - 1; l >= L0_; --l) {
     layer_backward(sl, l, acts_for(sl, l));
-    if (hooks_.final_from) hooks_.final_from(layout_.layer(l).ln1_w);
+    // (A chunk that starts with a layer reports its end only once, below: from == 0 ends the backward.)
+    if (hooks_.final_from && layout_.layer(l).ln1_w > 0) hooks_.final_from(layout_.layer(l).ln1_w);
   }
   free_slot(sl);
   if (layout_.has_embedding()) {

@@ -119,6 +119,21 @@ TEST(DataParallel, ThreeDimensionalLayoutWithZero2MatchesSerial) {
                         k3dParamTol);
 }
 
+// Chunks that start with a layer (middle stages, virtual stages) under every ZeRO stage.
+TEST(DataParallel, InterleavedPipelineWithZeroMatchesSerial) {
+  if (world_size() != 4) GTEST_SKIP() << "pp 2 x dp 2 needs 4 ranks";
+  for (int zero : {0, 1, 2}) {
+    SCOPED_TRACE(fmt::format("zero {}", zero));
+    expect_matches_serial({"mesh.pp=2", "mesh.dp=2", "mesh.schedule=interleaved", "mesh.virtual_stages=2",
+                           fmt::format("mesh.zero={}", zero), "mesh.bucket_mb=0.02"});
+  }
+}
+
+TEST(DataParallel, MiddlePipelineStagesWithZeroMatchSerial) {
+  if (world_size() != 8) GTEST_SKIP() << "pp 4 x dp 2 needs 8 ranks";
+  expect_matches_serial({"mesh.pp=4", "mesh.dp=2", "mesh.zero=2", "mesh.bucket_mb=0.02"}, k3dParamTol);
+}
+
 TEST(DataParallel, TensorAndInterleavedPipelineMatchSerial) {
   if (world_size() != 8) GTEST_SKIP() << "tp 2 x pp 4 needs 8 ranks";
   // 8 layers: one per chunk with 2 virtual stages on each of the 4 stages.

@@ -267,7 +267,10 @@ TEST(TrainResume, CrashBetweenWritingAndRenamingLeavesLatestValid) {
   const std::string dir = interrupted_dir({ref.checkpoint(2)});
   // Resumes after step 2, trains steps 3 and 4, dies writing step 4's checkpoint before the rename.
   const TrainRun crashed = train(1, dir, mesh(1, 1, 1), 2, "TRIDENT_CHECKPOINT_CRASH=before_rename");
-  EXPECT_EQ(crashed.rc, 86) << crashed.out;
+  // The process _Exit(86)s; how the launcher reports that varies (Hydra has said 86, and 1 with
+  // "Hangup"), so the test holds it to a failed run that printed the crash.
+  EXPECT_NE(crashed.rc, 0) << crashed.out;
+  EXPECT_THAT(crashed.out, HasSubstr("TRIDENT_CHECKPOINT_CRASH=before_rename: exiting as a crash would"));
   EXPECT_TRUE(fs::exists(dir + "/step_00000004.h5.tmp"));
   EXPECT_FALSE(fs::exists(dir + "/step_00000004.h5"));
   EXPECT_EQ(latest_checkpoint(dir), dir + "/step_00000002.h5");
