@@ -278,7 +278,7 @@ int GptModel::forward(const int32_t* tokens, const float* input, const int32_t* 
   if (layout_.has_head()) {
     if (with_grad && hooks_.writing) {
       hooks_.writing(layout_.lnf_w(), layout_.total());
-      if (shapes_.tied) hooks_.writing(layout_.wte(), layout_.wte() + layout_.find("transformer.wte.weight").numel);
+      if (shapes_.tied) hooks_.writing(layout_.wte(), layout_.wte() + Vl_ * shapes_.C);  // the LM head is wte
     }
     *loss_sum += head_forward(sl, targets, dloss_scale, with_grad);
     if (with_grad && hooks_.final_from) hooks_.final_from(layout_.lnf_w());

@@ -230,33 +230,29 @@ TEST(TrainResume, FreshStartInAnEmptyDirectoryMatchesARunWithoutCheckpoints) {
   expect_same_losses(plain, ref, 1);
 }
 
-TEST(TrainResume, SerialInterruptedAndResumedEqualsUninterrupted) {
-  const TrainRun& ref = serial_reference();
+// A run resumed from `ref`'s checkpoint of step 2 (in a directory holding only that one) finishes
+// exactly as `ref` did: the same losses from step 3 and the same final parameters and moments.
+void expect_bitwise_resume(const TrainRun& ref, int ranks, const std::vector<std::string>& sets) {
   const std::string dir = interrupted_dir({ref.checkpoint(2)});
-  const TrainRun resumed = train(1, dir, mesh(1, 1, 1));
+  const TrainRun resumed = train(ranks, dir, sets);
   expect_same_losses(resumed, ref, 3);
   expect_resumed_from(resumed, dir + "/step_00000002.h5", 2);
   expect_same_state(resumed.checkpoint(6), ref.checkpoint(6));
 }
 
+TEST(TrainResume, SerialInterruptedAndResumedEqualsUninterrupted) {
+  expect_bitwise_resume(serial_reference(), 1, mesh(1, 1, 1));
+}
+
 TEST(TrainResume, Tp2Pp2Dp2InterruptedAndResumedEqualsUninterrupted) {
-  const TrainRun& ref = parallel_reference();
-  const std::string dir = interrupted_dir({ref.checkpoint(2)});
-  const TrainRun resumed = train(8, dir, mesh(2, 2, 2));
-  expect_same_losses(resumed, ref, 3);
-  expect_resumed_from(resumed, dir + "/step_00000002.h5", 2);
-  expect_same_state(resumed.checkpoint(6), ref.checkpoint(6));
+  expect_bitwise_resume(parallel_reference(), 8, mesh(2, 2, 2));
 }
 
 // Two chunks per rank (several RankShards), collective transfers (mpi_wait = block).
 TEST(TrainResume, VirtualStagesInterruptedAndResumedEqualsUninterrupted) {
   auto sets = mesh(1, 2, 1, kVirtual);
   sets.push_back("runtime.mpi_wait=block");
-  const TrainRun& ref = reference(2, sets);
-  const std::string dir = interrupted_dir({ref.checkpoint(2)});
-  const TrainRun resumed = train(2, dir, sets);
-  expect_same_losses(resumed, ref, 3);
-  expect_same_state(resumed.checkpoint(6), ref.checkpoint(6));
+  expect_bitwise_resume(reference(2, sets), 2, sets);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -401,10 +397,7 @@ TEST(TrainReshardVirtual, IntoVirtualStagesAndOnToSerial) {
 
 TEST(TrainZero, Zero1InterruptedAndResumedEqualsUninterrupted) {
   const auto sets = mesh(2, 2, 2, {"mesh.zero=1"});
-  const TrainRun& ref = reference(8, sets);
-  const TrainRun resumed = train(8, interrupted_dir({ref.checkpoint(2)}), sets);
-  expect_same_losses(resumed, ref, 3);
-  expect_same_state(resumed.checkpoint(6), ref.checkpoint(6));
+  expect_bitwise_resume(reference(8, sets), 8, sets);
 }
 
 // zero 0 -> 1 -> 2 -> 1 -> 0, and 2 -> 0, each continuing the uninterrupted zero = 0 run.
