@@ -3,6 +3,12 @@
 // raw pointers into the backend's memory; a backend (Kokkos in kernels/kokkos/, CUDA in kernels/cuda/)
 // implements each. Keeping the interface on pointers + sizes lets one model code drive every backend.
 //
+// One Kernels object is one ordered queue of work (a CUDA stream, a Kokkos execution-space
+// instance): every operation is enqueued on it and returns before it has run. Only the methods that
+// hand a value to the host (copy_to_host*, fence) wait. The model, the optimizer and the
+// communication layer share the queue, so a step needs no host synchronisation except where a value
+// is really needed on the host (the loss and the gradient norm, once per step).
+//
 // Conventions (every implementation must follow them; the tests in tests/kernels check them):
 //  * Row-major. N = B*T rows. Weights are [out, in] (PyTorch Linear layout): y = x W^T + b.
 //  * Every backward op ACCUMULATES (+=) into every gradient it writes, parameter and input gradients
@@ -25,19 +31,27 @@ class Kernels {
   // ---- memory (in the backend's memory space) ----
   virtual float* alloc(int64_t n) = 0;          // zero-initialised
   virtual int32_t* alloc_int(int64_t n) = 0;    // zero-initialised
+  virtual double* alloc_double(int64_t n) = 0;  // zero-initialised (device-side reductions)
   virtual void free(void* p) = 0;
   virtual void copy_to_device(float* dst, const float* host_src, int64_t n) = 0;
   virtual void copy_to_host(float* host_dst, const float* src, int64_t n) = 0;
   virtual void copy_to_device_int(int32_t* dst, const int32_t* host_src, int64_t n) = 0;
+  virtual void copy_to_host_double(double* host_dst, const double* src, int64_t n) = 0;
   virtual void copy(float* dst, const float* src, int64_t n) = 0;  // device to device
   virtual void fill(float* x, float value, int64_t n) = 0;
+  virtual void fill_double(double* x, double value, int64_t n) = 0;
   virtual void fence() = 0;                     // wait for all queued work
 
   // ---- elementwise ----
   virtual void add(float* out, const float* a, const float* b, int64_t n) = 0;  // out = a + b
   virtual void accumulate(float* y, const float* x, int64_t n) = 0;             // y += x
   virtual void scale(float* x, float s, int64_t n) = 0;                         // x *= s
-  virtual double sum_squares(const float* x, int64_t n) = 0;                    // sum x^2
+  // Device-side reductions: *acc += sum x^2, *acc += sum x (acc: one double in backend memory). The
+  // result stays in backend memory until the caller copies it out, once, when it needs it.
+  virtual void sum_squares_into(double* acc, const float* x, int64_t n) = 0;
+  virtual void sum_into(double* acc, const float* x, int64_t n) = 0;
+  // sum x^2 returned to the host (waits for the queue): for tests and one-off checks, not for steps.
+  double sum_squares(const float* x, int64_t n);
 
   // ---- embeddings ----
   // out[i,:] = wte[tokens[i] - vocab_begin, :] when vocab_begin <= tokens[i] < vocab_begin+vocab_count,
@@ -66,14 +80,19 @@ class Kernels {
   virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                const float* inp, const float* weight, int64_t N, int64_t IC, int64_t OC) = 0;
 
-  // ---- causal self-attention over NH heads of size HD, C = NH*HD ----
-  // qkv [B,T,3C] laid out q|k|v, each [NH,HD] per position. out [B,T,C]. att [B,NH,T,T] receives
-  // the softmax probabilities (saved for backward, or recomputed by the caller for selective
-  // recompute). Scale 1/sqrt(HD); softmax with the row max subtracted (stable for large logits).
-  virtual void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
-                                 int64_t NH, int64_t HD) = 0;
-  virtual void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
-                                  int64_t B, int64_t T, int64_t NH, int64_t HD) = 0;
+  // ---- causal self-attention over NH heads of size HD, C = NH*HD (flash-style contract) ----
+  // qkv [B,T,3C] laid out q|k|v, each [NH,HD] per position. out [B,T,C]. Scale 1/sqrt(HD).
+  // lse [B,NH,T] receives each query row's log-sum-exp of its scaled, causally masked logits:
+  //   lse[b,h,t] = log sum_{j<=t} exp(q_t . k_j / sqrt(HD)),
+  // the only statistic backward needs besides out, so attention keeps O(B*NH*T) floats between
+  // forward and backward, never the [T,T] probabilities (no implementation stores them in memory
+  // that outlives one tile). Softmax probabilities are p[t,j] = exp(s[t,j] - lse[t]).
+  virtual void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH,
+                                 int64_t HD) = 0;
+  // Backward from the forward's out and lse: D[t] = sum_d dout[t,d] out[t,d], dS = P (dP - D),
+  // dq = dS k / sqrt(HD), dk = dS^T q / sqrt(HD), dv = P^T dout, ACCUMULATED into dqkv.
+  virtual void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                                  const float* lse, int64_t B, int64_t T, int64_t NH, int64_t HD) = 0;
 
   // ---- GELU, tanh approximation ----
   virtual void gelu_forward(float* out, const float* inp, int64_t n) = 0;
@@ -103,12 +122,33 @@ class Kernels {
   // p -= lr * (m / (1-b1^step)) / (sqrt(v / (1-b2^step)) + eps).  step counts from 1.
   virtual void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n, float lr,
                             float beta1, float beta2, float eps, float weight_decay, int64_t step) = 0;
+
+  // ---- the device ----
+  // Achievable dense TFLOP/s of one rank's device for MFU when runtime.peak_tflops is 0: the CPU's
+  // measured sgemm rate (Kokkos), the GPU's dense bf16 tensor-core peak (CUDA).
+  virtual double peak_tflops() = 0;
+  // Bytes of backend memory allocated now and at the most so far (the caching allocator's view on
+  // the GPU; what alloc() handed out on the host).
+  virtual int64_t allocated_bytes() const = 0;
+  virtual int64_t peak_allocated_bytes() const = 0;
 };
 
 // The Kokkos backend on the default host execution space (Serial here; OpenMP where Kokkos was built
 // with it). Kokkos must be initialised before, and the object destroyed before Kokkos::finalize
-// (it owns a workspace). A Kokkos build with CUDA would use DefaultExecutionSpace and KokkosKernels'
-// cuBLAS path: not done yet, the native CUDA backend (kernels/cuda) is the GPU path.
+// (it owns a workspace). The GPU path is the native CUDA backend (kernels/cuda), not Kokkos' CUDA.
 std::unique_ptr<Kernels> make_kokkos_kernels();
+
+// The native CUDA backend on the current device (cudaSetDevice first): its own stream, a caching
+// allocator, cuBLASLt GEMMs. Throws trident::Error in a build without CUDA or without a device.
+std::unique_ptr<Kernels> make_cuda_kernels();
+
+inline double Kernels::sum_squares(const float* x, int64_t n) {
+  double* acc = alloc_double(1);
+  sum_squares_into(acc, x, n);
+  double host = 0;
+  copy_to_host_double(&host, acc, 1);
+  free(acc);
+  return host;
+}
 
 }  // namespace trident

@@ -4,8 +4,8 @@
 
 namespace trident::kk {
 
-template <class ES>
-void fill(const ES& space, Vec<ES> x, float value) {
+template <class ES, class T>
+void fill(const ES& space, Vec<ES, T> x, T value) {
   Kokkos::parallel_for("trident::fill", Range<ES>(space, 0, x.extent(0)),
                        KOKKOS_LAMBDA(int64_t i) { x(i) = value; });
 }
@@ -31,24 +31,24 @@ void scale(const ES& space, Vec<ES> x, float s) {
                        KOKKOS_LAMBDA(int64_t i) { x(i) *= s; });
 }
 
-// ---- sum of squares with a fixed reduction order ----
+// ---- sums (of squares) with a fixed reduction order, into a device double ----
 // The order is part of the algorithm, not of the execution space: the input is cut into chunks of
 // kSumChunk elements; inside a chunk, element i goes to lane i % kSumLanes (independent double
 // accumulators, so the loop vectorises), the lanes are added 0..kSumLanes-1; the chunk partials
-// are added in chunk order on the host. Same bits on Serial, OpenMP (any thread count) or CUDA.
+// are added in chunk order by one work item, onto acc(0). Same bits on Serial, OpenMP or CUDA.
 constexpr int64_t kSumChunk = 8192;
 constexpr int kSumLanes = 8;
 
-inline int64_t sum_squares_chunks(int64_t n) { return (n + kSumChunk - 1) / kSumChunk; }
+inline int64_t sum_chunks(int64_t n) { return (n + kSumChunk - 1) / kSumChunk; }
 
-// `partial` needs sum_squares_chunks(n) doubles.
+// acc(0) += sum x(i)^2 (square) or sum x(i). `partial` needs sum_chunks(n) doubles.
 template <class ES>
-double sum_squares(const ES& space, CVec<ES> x, Vec<ES, double> partial) {
+void sum_into(const ES& space, Vec<ES, double> acc, CVec<ES> x, Vec<ES, double> partial, bool square) {
   const int64_t n = x.extent(0);
-  const int64_t chunks = sum_squares_chunks(n);
-  if (chunks == 0) return 0.0;
+  const int64_t chunks = sum_chunks(n);
+  if (chunks == 0) return;
   Kokkos::parallel_for(
-      "trident::sum_squares", Range<ES>(space, 0, chunks), KOKKOS_LAMBDA(int64_t c) {
+      "trident::sum_chunks", Range<ES>(space, 0, chunks), KOKKOS_LAMBDA(int64_t c) {
         const int64_t begin = c * kSumChunk;
         const int64_t end = begin + kSumChunk < n ? begin + kSumChunk : n;
         double lane[kSumLanes] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -56,24 +56,23 @@ double sum_squares(const ES& space, CVec<ES> x, Vec<ES, double> partial) {
         for (; i + kSumLanes <= end; i += kSumLanes) {
           for (int l = 0; l < kSumLanes; ++l) {
             const double v = x(i + l);
-            lane[l] += v * v;
+            lane[l] += square ? v * v : v;
           }
         }
         for (int l = 0; i < end; ++i, ++l) {
           const double v = x(i);
-          lane[l] += v * v;
+          lane[l] += square ? v * v : v;
         }
         double s = 0.0;
         for (int l = 0; l < kSumLanes; ++l) s += lane[l];
         partial(c) = s;
       });
-  auto sub = Kokkos::subview(partial, std::make_pair(int64_t(0), chunks));
-  space.fence();
-  auto host = Kokkos::create_mirror_view(sub);
-  Kokkos::deep_copy(host, sub);  // a no-op when the memory is host memory
-  double total = 0.0;
-  for (int64_t c = 0; c < chunks; ++c) total += host(c);
-  return total;
+  Kokkos::parallel_for(
+      "trident::sum_partials", Range<ES>(space, 0, 1), KOKKOS_LAMBDA(int64_t) {
+        double total = 0.0;
+        for (int64_t c = 0; c < chunks; ++c) total += partial(c);
+        acc(0) += total;
+      });
 }
 
 }  // namespace trident::kk

@@ -3,7 +3,9 @@
 // the raw pointers in unmanaged Views of ExecSpace::memory_space and calls the templated kernels of
 // the per-concern headers. The object owns a workspace (attention permutations, reduction partials)
 // that grows on demand and is never shrunk.
+#include <algorithm>
 #include <string>
+#include <unordered_map>
 
 #include "kernels.hpp"
 #include "kokkos/adamw.hpp"
@@ -18,6 +20,12 @@
 
 namespace trident {
 
+namespace kk {
+// Measured single-process sgemm rate (TFLOP/s) on a GPT-sized shape: the CPU's achievable peak
+// used for MFU when runtime.peak_tflops is 0. Takes about 0.1 s.
+double measure_sgemm_tflops();
+}  // namespace kk
+
 template <class ExecSpace>
 class KokkosKernels final : public Kernels {
  public:
@@ -26,6 +34,7 @@ class KokkosKernels final : public Kernels {
 
   KokkosKernels() = default;
   explicit KokkosKernels(const ES& space) : space_(space) {}
+  ~KokkosKernels() override { space_.fence(); }
 
   std::string name() const override { return std::string("kokkos-") + ES::name(); }
 
@@ -34,8 +43,17 @@ class KokkosKernels final : public Kernels {
   int32_t* alloc_int(int64_t n) override {
     return static_cast<int32_t*>(alloc_zeroed(n * int64_t(sizeof(int32_t))));
   }
+  double* alloc_double(int64_t n) override {
+    return static_cast<double*>(alloc_zeroed(n * int64_t(sizeof(double))));
+  }
   void free(void* p) override {
-    if (p) Kokkos::kokkos_free<MemSpace>(p);
+    if (!p) return;
+    auto it = sizes_.find(p);
+    if (it != sizes_.end()) {
+      allocated_ -= it->second;
+      sizes_.erase(it);
+    }
+    Kokkos::kokkos_free<MemSpace>(p);
   }
   void copy_to_device(float* dst, const float* host_src, int64_t n) override {
     Kokkos::deep_copy(kk::vec<ES>(dst, n), HostCVec<float>(host_src, n));
@@ -46,10 +64,16 @@ class KokkosKernels final : public Kernels {
   void copy_to_device_int(int32_t* dst, const int32_t* host_src, int64_t n) override {
     Kokkos::deep_copy(kk::vec<ES>(dst, n), HostCVec<int32_t>(host_src, n));
   }
+  void copy_to_host_double(double* host_dst, const double* src, int64_t n) override {
+    Kokkos::deep_copy(HostVec<double>(host_dst, n), kk::cvec<ES>(src, n));
+  }
   void copy(float* dst, const float* src, int64_t n) override {
     Kokkos::deep_copy(kk::vec<ES>(dst, n), kk::cvec<ES>(src, n));
   }
   void fill(float* x, float value, int64_t n) override { kk::fill(space_, kk::vec<ES>(x, n), value); }
+  void fill_double(double* x, double value, int64_t n) override {
+    kk::fill(space_, kk::Vec<ES, double>(x, n), value);
+  }
   void fence() override { space_.fence(); }
 
   // ---- elementwise ----
@@ -60,8 +84,11 @@ class KokkosKernels final : public Kernels {
     kk::accumulate(space_, kk::vec<ES>(y, n), kk::cvec<ES>(x, n));
   }
   void scale(float* x, float s, int64_t n) override { kk::scale(space_, kk::vec<ES>(x, n), s); }
-  double sum_squares(const float* x, int64_t n) override {
-    return kk::sum_squares(space_, kk::cvec<ES>(x, n), double_workspace(kk::sum_squares_chunks(n)));
+  void sum_squares_into(double* acc, const float* x, int64_t n) override {
+    kk::sum_into(space_, kk::Vec<ES, double>(acc, 1), kk::cvec<ES>(x, n), double_workspace(kk::sum_chunks(n)), true);
+  }
+  void sum_into(double* acc, const float* x, int64_t n) override {
+    kk::sum_into(space_, kk::Vec<ES, double>(acc, 1), kk::cvec<ES>(x, n), double_workspace(kk::sum_chunks(n)), false);
   }
 
   // ---- embeddings ----
@@ -162,6 +189,11 @@ class KokkosKernels final : public Kernels {
                      lr, beta1, beta2, eps, weight_decay, step);
   }
 
+  // ---- the device ----
+  double peak_tflops() override { return kk::measure_sgemm_tflops(); }
+  int64_t allocated_bytes() const override { return allocated_; }
+  int64_t peak_allocated_bytes() const override { return peak_allocated_; }
+
  private:
   template <class T>
   using HostVec = Kokkos::View<T*, Kokkos::HostSpace, kk::Unmanaged>;
@@ -170,8 +202,11 @@ class KokkosKernels final : public Kernels {
 
   void* alloc_zeroed(int64_t bytes) {
     // At least one word, so that a zero-size request still yields a distinct, freeable pointer.
-    const int64_t words = bytes > 0 ? (bytes + 3) / 4 : 1;
+    const int64_t words = bytes > 0 ? (bytes + 7) / 8 * 2 : 2;  // whole doubles: alloc_double needs 8-byte units
     void* p = Kokkos::kokkos_malloc<MemSpace>("trident::Kernels::alloc", size_t(words) * 4);
+    sizes_[p] = words * 4;
+    allocated_ += words * 4;
+    peak_allocated_ = std::max(peak_allocated_, allocated_);
     kk::fill(space_, kk::vec<ES>(static_cast<float*>(p), words), 0.0f);  // all-zero bits, int or float
     space_.fence();
     return p;
@@ -194,6 +229,8 @@ class KokkosKernels final : public Kernels {
   }
 
   ES space_{};
+  std::unordered_map<void*, int64_t> sizes_;  // bytes of each live allocation, for the account
+  int64_t allocated_ = 0, peak_allocated_ = 0;
   Kokkos::View<float*, MemSpace> ws_;
   Kokkos::View<double*, MemSpace> ws_double_;
 };

@@ -12,8 +12,4 @@ namespace trident {
 // per token per layer in forward, twice that in backward; the causal mask is not discounted).
 double model_flops_per_token(const GptShapes& s, int64_t parameter_count);
 
-// Measured single-process sgemm rate (TFLOP/s) on a GPT-sized shape: the CPU's achievable peak
-// used for MFU when runtime.peak_tflops is 0. Takes about 0.1 s.
-double measure_cpu_gemm_tflops();
-
 }  // namespace trident

@@ -1,0 +1,30 @@
+#pragma once
+// The compute backend of a process, chosen by runtime.backend: Kokkos kernels on the host or the
+// native CUDA kernels on a GPU. The object owns the runtime's start and end (Kokkos' initialisation
+// and finalisation; the binding of the process to its GPU) and the process's one Kernels queue, so
+// a command starts it once and everything else only sees Kernels.
+#include <memory>
+#include <string>
+
+#include "deck/config.hpp"
+#include "kernels.hpp"
+
+namespace trident {
+
+class ComputeBackend {
+ public:
+  virtual ~ComputeBackend() = default;
+  virtual Kernels& kernels() = 0;
+  // One line for the log: "kokkos-Serial on the host" or "cuda on GPU 0: NVIDIA H100 ... (sm_90, ...)".
+  virtual std::string describe() const = 0;
+};
+
+// local_rank / local_size: this process's index among the ranks on its node, and their number (a
+// rank takes the local_rank-th GPU it can see). Throws trident::Error naming what is missing (a
+// CUDA build, a device, one GPU per rank).
+std::unique_ptr<ComputeBackend> start_backend(Backend backend, int local_rank = 0, int local_size = 1);
+
+// True in a CUDA build on a machine with a usable CUDA device (tests use it to skip visibly).
+bool cuda_device_available();
+
+}  // namespace trident
