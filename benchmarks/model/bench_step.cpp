@@ -101,7 +101,7 @@ trident::Config bench_config(const char* recompute = "none") {
   return trident::parse_deck(deck_text(recompute), "bench_step");
 }
 
-// ---- a timing wrapper of the Kernels interface (host backend: every call is synchronous) ----
+// ---- a timing wrapper of the Kernels interface (each call is fenced, so queued backends time right too) ----
 class TimedKernels : public trident::Kernels {
  public:
   explicit TimedKernels(trident::Kernels& k) : k_(k) {}
@@ -115,6 +115,14 @@ class TimedKernels : public trident::Kernels {
 
   float* alloc(int64_t n) override { return k_.alloc(n); }
   int32_t* alloc_int(int64_t n) override { return k_.alloc_int(n); }
+  double* alloc_double(int64_t n) override { return k_.alloc_double(n); }
+  void copy_to_host_double(double* d, const double* s, int64_t n) override {
+    T("copy", [&] { k_.copy_to_host_double(d, s, n); });
+  }
+  void fill_double(double* x, double v, int64_t n) override { T("fill", [&] { k_.fill_double(x, v, n); }); }
+  double peak_tflops() override { return k_.peak_tflops(); }
+  int64_t allocated_bytes() const override { return k_.allocated_bytes(); }
+  int64_t peak_allocated_bytes() const override { return k_.peak_allocated_bytes(); }
   void free(void* p) override { k_.free(p); }
   void copy_to_device(float* d, const float* s, int64_t n) override { T("copy", [&] { k_.copy_to_device(d, s, n); }); }
   void copy_to_host(float* d, const float* s, int64_t n) override { T("copy", [&] { k_.copy_to_host(d, s, n); }); }
@@ -127,11 +135,10 @@ class TimedKernels : public trident::Kernels {
   void add(float* o, const float* a, const float* b, int64_t n) override { T("add", [&] { k_.add(o, a, b, n); }); }
   void accumulate(float* y, const float* x, int64_t n) override { T("accumulate", [&] { k_.accumulate(y, x, n); }); }
   void scale(float* x, float s, int64_t n) override { T("scale (clip)", [&] { k_.scale(x, s, n); }); }
-  double sum_squares(const float* x, int64_t n) override {
-    double r = 0;
-    T("sum_squares (grad norm)", [&] { r = k_.sum_squares(x, n); });
-    return r;
+  void sum_squares_into(double* acc, const float* x, int64_t n) override {
+    T("sum_squares (grad norm)", [&] { k_.sum_squares_into(acc, x, n); });
   }
+  void sum_into(double* acc, const float* x, int64_t n) override { T("sum (loss)", [&] { k_.sum_into(acc, x, n); }); }
   void embedding_forward(float* o, const int32_t* t, const float* w, int64_t vb, int64_t vc, int64_t N,
                          int64_t C) override {
     T("embedding_forward", [&] { k_.embedding_forward(o, t, w, vb, vc, N, C); });
@@ -164,13 +171,13 @@ class TimedKernels : public trident::Kernels {
     T(OC > 8 * IC ? "matmul_backward (lm_head)" : "matmul_backward (layers)",
       [&] { k_.matmul_backward(di, dw, db, d, i, w, N, IC, OC); });
   }
-  void attention_forward(float* o, float* a, const float* q, int64_t B, int64_t Tn, int64_t NH,
+  void attention_forward(float* o, float* lse, const float* q, int64_t B, int64_t Tn, int64_t NH,
                          int64_t HD) override {
-    T("attention_forward", [&] { k_.attention_forward(o, a, q, B, Tn, NH, HD); });
+    T("attention_forward", [&] { k_.attention_forward(o, lse, q, B, Tn, NH, HD); });
   }
-  void attention_backward(float* dq, const float* d, const float* q, const float* a, int64_t B, int64_t Tn,
-                          int64_t NH, int64_t HD) override {
-    T("attention_backward", [&] { k_.attention_backward(dq, d, q, a, B, Tn, NH, HD); });
+  void attention_backward(float* dq, const float* d, const float* q, const float* o, const float* lse, int64_t B,
+                          int64_t Tn, int64_t NH, int64_t HD) override {
+    T("attention_backward", [&] { k_.attention_backward(dq, d, q, o, lse, B, Tn, NH, HD); });
   }
   void gelu_forward(float* o, const float* i, int64_t n) override { T("gelu_forward", [&] { k_.gelu_forward(o, i, n); }); }
   void gelu_backward(float* di, const float* i, const float* d, int64_t n) override {
@@ -197,6 +204,7 @@ class TimedKernels : public trident::Kernels {
   void T(const char* what, const F& f) {
     const auto t0 = clock_type::now();
     f();
+    k_.fence();  // an asynchronous backend (CUDA) is timed to the end of the operation
     auto& e = table_[what];
     e.seconds += seconds_since(t0);
     e.calls += 1;
@@ -354,6 +362,7 @@ void BM_step_gemms_sgemm(benchmark::State& state) {
   auto timed = [](double& acc, const auto& f) {
     const auto t0 = clock_type::now();
     f();
+    k_.fence();  // an asynchronous backend (CUDA) is timed to the end of the operation
     acc += seconds_since(t0);
   };
   auto step = [&] {

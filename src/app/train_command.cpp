@@ -1,8 +1,8 @@
 // `trident train`.
-#include <Kokkos_Core.hpp>
 #include <mpi.h>
 
 #include "app/commands.hpp"
+#include "backend.hpp"
 #include "comm/mesh.hpp"
 #include "core/log.hpp"
 #include "train/trainer.hpp"
@@ -15,10 +15,10 @@ int run_train(const DeckArgs& args) {
   const Config cfg = load_deck_logged(args, DeckOptions{world});
   log::info("trident train {} (tp {} x pp {} x dp {}, {} ranks)", cfg.source, cfg.mesh.tp, cfg.mesh.pp, cfg.mesh.dp,
             world);
-  Kokkos::ScopeGuard kokkos;
   ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
-  auto kernels = make_kokkos_kernels();
-  Trainer trainer(cfg, *kernels, &mesh);
+  const auto backend = start_backend(cfg.runtime.backend, mesh.node().local_rank, mesh.node().local_size);
+  log::info("compute backend: {}", backend->describe());
+  Trainer trainer(cfg, backend->kernels(), &mesh);
   trainer.run();
   return 0;
 }

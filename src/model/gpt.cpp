@@ -36,13 +36,14 @@ GptModel::GptModel(const GptShapes& s, Kernels& kernels, Recompute recompute, in
   const int64_t N = N_, Nl = Nl_, C = s.C;
   params_ = k_.alloc(layout_.total());
   grads_ = k_.alloc(layout_.total());
-  owned_ = {params_, grads_};
-  if (recompute_ == Recompute::Full) full_acts_ = make_layer_acts(false, &owned_);
+  loss_sum_ = k_.alloc_double(1);
+  norm_sums_ = k_.alloc_double(2);
+  owned_ = {params_, grads_, loss_sum_, norm_sums_};
   if (recompute_ != Recompute::None) {
-    att_scratch_ = take(B * NHl_ * s.T * s.T, false, &owned_);
+    lse_scratch_ = take(B * NHl_ * s.T, false, &owned_);
     atty_scratch_ = take(N * Cl_, false, &owned_);
-    full_acts_.att = att_scratch_;
   }
+  if (recompute_ == Recompute::Full) full_acts_ = make_layer_acts(false, &owned_);
   if (layout_.has_head()) {
     targets_ = k_.alloc_int(N);
     owned_.push_back(targets_);
@@ -54,7 +55,6 @@ GptModel::GptModel(const GptShapes& s, Kernels& kernels, Recompute recompute, in
     rowmax_ = take(N, false, &owned_);
     sumexp_ = take(2 * N, false, &owned_);  // sumexp and target logit side by side: one TP all-reduce
     target_logit_ = sumexp_ + N;
-    host_losses_.resize(N);
   }
   dres_ = take(Nl * C, false, &owned_);
   dln_ = take(N * C, false, &owned_);
@@ -95,7 +95,7 @@ GptModel::LayerActs GptModel::make_layer_acts(bool saved, std::vector<void*>* ow
   a.ln2_rstd = take(Nl, saved, owner);
   a.fch = take(N * Fl_, saved, owner);
   a.fchg = take(N * Fl_, saved, owner);
-  a.att = recompute_ == Recompute::None ? take(B_ * NHl_ * shapes_.T * shapes_.T, saved, owner) : att_scratch_;
+  a.lse = recompute_ == Recompute::None ? take(B_ * NHl_ * shapes_.T, saved, owner) : lse_scratch_;
   return a;
 }
 
@@ -178,7 +178,7 @@ void GptModel::layer_forward(Slot& sl, int64_t l, const LayerActs& a) {
   const float* x = sl.residual[l - L0_];
   k_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, W + p.ln1_w, W + p.ln1_b, Nl, C);
   k_.matmul_forward(a.qkv, to_full(a.ln1, C), W + p.qkv_w, W + p.qkv_b, N, C, 3 * Cl_);
-  k_.attention_forward(a.atty, a.att, a.qkv, B_, s.T, NHl_, s.HD);
+  k_.attention_forward(a.atty, a.lse, a.qkv, B_, s.T, NHl_, s.HD);
   k_.matmul_forward(partial_for(a.x2), a.atty, W + p.attn_proj_w, bias_here ? W + p.attn_proj_b : nullptr, N, Cl_, C);
   from_partial(partial_for(a.x2), a.x2, C);
   k_.accumulate(a.x2, x, Nl * C);  // x2 = x + attn
@@ -202,7 +202,7 @@ void GptModel::layer_backward(Slot& sl, int64_t l, const LayerActs& a) {
   if (recompute_ == Recompute::Full) {
     layer_forward(sl, l, a);
   } else if (recompute_ == Recompute::Selective) {
-    k_.attention_forward(atty_scratch_, a.att, a.qkv, B_, s.T, NHl_, s.HD);
+    k_.attention_forward(atty_scratch_, a.lse, a.qkv, B_, s.T, NHl_, s.HD);  // same bits as a.atty
   }
   // MLP branch; the residual passes dres through unchanged and LN2's backward adds to it.
   k_.fill(dfchg_, 0.f, N * Fl_);
@@ -218,7 +218,7 @@ void GptModel::layer_backward(Slot& sl, int64_t l, const LayerActs& a) {
   k_.matmul_backward(dln_, G + p.attn_proj_w, G + p.attn_proj_b, to_full(dres_, C), a.atty, W + p.attn_proj_w, N,
                      Cl_, C);
   k_.fill(dqkv_, 0.f, N * 3 * Cl_);
-  k_.attention_backward(dqkv_, dln_, a.qkv, a.att, B_, s.T, NHl_, s.HD);
+  k_.attention_backward(dqkv_, dln_, a.qkv, a.atty, a.lse, B_, s.T, NHl_, s.HD);
   k_.fill(dln_, 0.f, N * C);
   k_.matmul_backward(dln_, G + p.qkv_w, G + p.qkv_b, dqkv_, to_full(a.ln1, C), W + p.qkv_w, N, C, 3 * Cl_);
   from_partial(dln_, dln_local, C);
@@ -227,8 +227,8 @@ void GptModel::layer_backward(Slot& sl, int64_t l, const LayerActs& a) {
 }
 
 // Final LN, logits and the vocab-parallel fused cross-entropy; with_grad: the head's backward
-// (LM head, final LN) into s.dtop. Returns the sum of the per-position losses.
-double GptModel::head_forward(Slot& sl, const int32_t* targets, float dloss_scale, bool with_grad) {
+// (LM head, final LN) into s.dtop. The per-position losses are summed onto loss_sum_.
+void GptModel::head_forward(Slot& sl, const int32_t* targets, float dloss_scale, bool with_grad) {
   const auto& s = shapes_;
   const float* W = params_;
   float* G = grads_;
@@ -245,10 +245,8 @@ double GptModel::head_forward(Slot& sl, const int32_t* targets, float dloss_scal
   if (tp_.size() > 1) tp_.group->all_reduce(sumexp_, 2 * N);
   k_.xent_loss_grad(losses_, logits_, rowmax_, sumexp_, target_logit_, targets_, vocab_begin_, dloss_scale, N, Vl_,
                     vocab_real_);
-  k_.copy_to_host(host_losses_.data(), losses_, N);
-  double sum = 0;
-  for (float v : host_losses_) sum += v;
-  if (!with_grad) return sum;
+  k_.sum_into(loss_sum_, losses_, N);
+  if (!with_grad) return;
   // logits_ now holds dloss_scale * dL/dlogits; lnf_full is still intact (nothing gathered since).
   float* dln_local = sp_ ? partial_ : dln_;
   k_.fill(dln_, 0.f, N * C);
@@ -257,11 +255,10 @@ double GptModel::head_forward(Slot& sl, const int32_t* targets, float dloss_scal
   k_.fill(sl.dtop, 0.f, Nl * C);
   k_.layernorm_backward(sl.dtop, G + layout_.lnf_w(), G + layout_.lnf_b(), dln_local, top, W + layout_.lnf_w(),
                         lnf_mean_, lnf_rstd_, Nl, C);
-  return sum;
 }
 
 int GptModel::forward(const int32_t* tokens, const float* input, const int32_t* targets, float dloss_scale,
-                      bool with_grad, double* loss_sum) {
+                      bool with_grad) {
   const int index = acquire_slot();
   Slot& sl = *slots_[index];
   const int64_t N = N_, C = shapes_.C;
@@ -280,7 +277,7 @@ int GptModel::forward(const int32_t* tokens, const float* input, const int32_t* 
       hooks_.writing(layout_.lnf_w(), layout_.total());
       if (shapes_.tied) hooks_.writing(layout_.wte(), layout_.wte() + Vl_ * shapes_.C);  // the LM head is wte
     }
-    *loss_sum += head_forward(sl, targets, dloss_scale, with_grad);
+    head_forward(sl, targets, dloss_scale, with_grad);
     if (with_grad && hooks_.final_from) hooks_.final_from(layout_.lnf_w());
   }
   return index;
@@ -309,17 +306,22 @@ const float* GptModel::backward(int slot, const float* dout) {
 
 double GptModel::forward_backward(const int32_t* inputs, const int32_t* targets, float dloss_scale) {
   TRIDENT_CHECK(layout_.has_embedding() && layout_.has_head(), "forward_backward needs the whole model in one chunk");
-  double loss = 0;
-  const int slot = forward(inputs, nullptr, targets, dloss_scale, true, &loss);
+  const int slot = forward(inputs, nullptr, targets, dloss_scale, true);
   backward(slot, nullptr);
-  return loss;
+  return take_loss_sum();
 }
 
 double GptModel::forward_loss(const int32_t* inputs, const int32_t* targets) {
   TRIDENT_CHECK(layout_.has_embedding() && layout_.has_head(), "forward_loss needs the whole model in one chunk");
-  double loss = 0;
-  release(forward(inputs, nullptr, targets, 0.f, false, &loss));
-  return loss;
+  release(forward(inputs, nullptr, targets, 0.f, false));
+  return take_loss_sum();
+}
+
+double GptModel::take_loss_sum() {
+  double sum = 0;
+  k_.copy_to_host_double(&sum, loss_sum_, 1);
+  k_.fill_double(loss_sum_, 0.0, 1);
+  return sum;
 }
 
 void GptModel::finish_gradients() {
@@ -345,21 +347,22 @@ std::vector<float> GptModel::gather_global(const float* buffer) {
   return global;
 }
 
-std::pair<double, double> GptModel::gradient_square_sums(bool skip_wte, int64_t begin, int64_t end) {
+void GptModel::add_gradient_square_sums(double* sums, bool skip_wte, int64_t begin, int64_t end) {
   if (end < 0) end = layout_.total();
-  double sharded = 0, replicated = 0;
   for (const auto& t : layout_.tensors()) {
     if (skip_wte && t.offset == layout_.wte()) continue;
     const int64_t first = std::max(begin, t.offset), last = std::min(end, t.offset + t.numel);
-    if (first < last) (t.split == TpSplit::None ? replicated : sharded) += k_.sum_squares(grads_ + first, last - first);
+    if (first < last) k_.sum_squares_into(sums + (t.split == TpSplit::None ? 1 : 0), grads_ + first, last - first);
   }
-  return {sharded, replicated};
 }
 
 double GptModel::gradient_norm() {
-  auto [sharded, replicated] = gradient_square_sums(false);
-  if (tp_.size() > 1) tp_.group->all_reduce(&sharded, 1);
-  return std::sqrt(sharded + replicated);
+  k_.fill_double(norm_sums_, 0.0, 2);
+  add_gradient_square_sums(norm_sums_, false);
+  double sums[2];
+  k_.copy_to_host_double(sums, norm_sums_, 2);
+  if (tp_.size() > 1) tp_.group->all_reduce(&sums[0], 1);
+  return std::sqrt(sums[0] + sums[1]);
 }
 
 }  // namespace trident

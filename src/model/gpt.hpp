@@ -5,14 +5,16 @@
 // Per layer: x += attn(LN1(x)); x += mlp(LN2(x)). Final LN, logits = x W_te^T (tied) or x W_head^T,
 // mean cross-entropy over all positions. Activation checkpointing (train.recompute):
 //   none       every layer keeps all its activations;
-//   selective  layers keep everything but the attention probabilities [B, NH, T, T], which are
-//              recomputed from the stored qkv in backward (the "attention core");
+//   selective  layers keep everything but the attention core's softmax statistics (the per-row
+//              log-sum-exp, [B, NH, T]), which are recomputed from the stored qkv in backward. Attention
+//              is flash-style (kernels.hpp), so no mode ever stores the [B, NH, T, T] probabilities;
 //   full       only each layer's input is kept; the layer's forward is rerun before its backward.
 // Kernels are deterministic, so the three modes give bit-identical losses and gradients.
 //
 // Micro-batches in flight (pipeline schedules) each own an activation slot; a slot is taken by
 // forward() and given back by backward() (or release()). The chunk holding the LM head runs the
-// head's backward right after the loss, so its logits never outlive one micro-batch.
+// head's backward right after the loss, so its logits never outlive one micro-batch. The loss is
+// summed in backend memory and read by the host once per step (take_loss_sum()).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -83,10 +85,12 @@ class GptModel {
   // Forward of a micro-batch. `tokens` (host, B*T) feed the embedding on the first chunk; `input`
   // (backend memory, boundary_size()) is the previous chunk's output otherwise. On the head chunk
   // `targets` (host) give the loss; with `with_grad` the head's backward runs at once with the loss
-  // of each position weighted by dloss_scale. Returns the slot holding the micro-batch, and
-  // (head chunk) adds the sum of per-position losses to *loss_sum.
-  int forward(const int32_t* tokens, const float* input, const int32_t* targets, float dloss_scale, bool with_grad,
-              double* loss_sum);
+  // of each position weighted by dloss_scale. Returns the slot holding the micro-batch; the head
+  // chunk adds the sum of its per-position losses to the loss accumulator (take_loss_sum()).
+  int forward(const int32_t* tokens, const float* input, const int32_t* targets, float dloss_scale, bool with_grad);
+  // The head chunk's sum of per-position losses since the last call (0 on other chunks), copied to
+  // the host (waits for the backend queue); the accumulator restarts at 0.
+  double take_loss_sum();
   // This chunk's output activation of the micro-batch in `slot` (not on the head chunk).
   const float* output(int slot) const;
   // Backward of the micro-batch in `slot`: `dout` (boundary_size()) is the gradient of this chunk's
@@ -108,10 +112,10 @@ class GptModel {
   // summed over the TP group. Without it this does nothing.
   void finish_gradients();
 
-  // Sums of squared gradients of the flat elements [begin, end) (end -1: all): {sharded over TP,
-  // replicated over TP}. `skip_wte` leaves out the token embedding (the last stage's duplicate of a
-  // tied embedding).
-  std::pair<double, double> gradient_square_sums(bool skip_wte, int64_t begin = 0, int64_t end = -1);
+  // Adds the squared gradients of the flat elements [begin, end) (end -1: all) onto sums[0] (tensors
+  // sharded over TP) and sums[1] (replicated over TP), two doubles in backend memory. `skip_wte`
+  // leaves out the token embedding (the last stage's duplicate of a tied embedding).
+  void add_gradient_square_sums(double* sums, bool skip_wte, int64_t begin = 0, int64_t end = -1);
   // Global L2 norm of the gradients of this chunk alone (pp = 1): sharded tensors summed over the
   // TP group, replicated ones counted once.
   double gradient_norm();
@@ -123,7 +127,7 @@ class GptModel {
 
  private:
   struct LayerActs {
-    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *att, *atty, *x2, *ln2, *ln2_mean, *ln2_rstd, *fch, *fchg;
+    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *lse, *atty, *x2, *ln2, *ln2_mean, *ln2_rstd, *fch, *fchg;
   };
   // Everything one micro-batch in flight keeps between its forward and its backward.
   struct Slot {
@@ -143,8 +147,9 @@ class GptModel {
   // Layer l's forward from residual[i] into residual[i+1] (i = l - layer_begin), with activations in `a`.
   void layer_forward(Slot& s, int64_t l, const LayerActs& a);
   void layer_backward(Slot& s, int64_t l, const LayerActs& a);
-  // Head: final LN, logits, vocab-parallel cross-entropy; with_grad: backward into s.dtop.
-  double head_forward(Slot& s, const int32_t* targets, float dloss_scale, bool with_grad);
+  // Head: final LN, logits, vocab-parallel cross-entropy (losses summed onto loss_sum_); with_grad:
+  // backward into s.dtop.
+  void head_forward(Slot& s, const int32_t* targets, float dloss_scale, bool with_grad);
   // The two TP communication primitives (identity when tp = 1):
   //   to_full:      this rank's [Nl, width] rows -> all N rows (all-gather with SP; else the same buffer)
   //   from_partial: a [N, width] partial sum on every rank -> this rank's reduced rows
@@ -177,13 +182,14 @@ class GptModel {
   std::vector<std::unique_ptr<Slot>> slots_;
   int32_t* targets_ = nullptr;
   LayerActs full_acts_{};               // full recompute: one set, rebuilt per layer
-  float* att_scratch_ = nullptr;        // selective/full: recomputed attention probabilities
+  float* lse_scratch_ = nullptr;        // selective/full: recomputed attention log-sum-exp
   float* atty_scratch_ = nullptr;       // selective: attention output discarded on recompute
   float *lnf_, *lnf_mean_, *lnf_rstd_, *logits_, *losses_, *rowmax_, *sumexp_, *target_logit_;
   float *dres_, *dln_, *dqkv_, *dfch_, *dfchg_;
   float* gathered_ = nullptr;           // SP: [N, C] all-gathered input of a column-parallel GEMM
   float* partial_ = nullptr;            // SP: [N, C] partial output of a row-parallel GEMM / input grad
-  std::vector<float> host_losses_;
+  double* loss_sum_ = nullptr;          // head chunk: sum of per-position losses, in backend memory
+  double* norm_sums_ = nullptr;         // gradient_norm(): {sharded, replicated} squared sums
   GradientHooks hooks_;
 };
 

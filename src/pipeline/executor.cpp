@@ -74,7 +74,6 @@ const float* PipelineExecutor::wait_recv(const PipeOp& op) {
 
 double PipelineExecutor::run(const std::vector<PipeOp>& ops, const Fetch& fetch, float dloss_scale, bool with_grad) {
   std::map<Key, int> slots;  // (chunk, micro-batch) -> activation slot, from forward to backward
-  double loss = 0;
   int alive = 0;
   last_wait_s_ = 0;
   last_peak_ = 0;
@@ -94,7 +93,7 @@ double PipelineExecutor::run(const std::vector<PipeOp>& ops, const Fetch& fetch,
     if (op.forward) {
       const float* input = needs_input(op) ? wait_recv(op) : nullptr;
       if (g == 0 || g == last_chunk_) fetch(op.micro_batch, inputs_.data(), targets_.data());
-      const int slot = chunk.forward(inputs_.data(), input, targets_.data(), dloss_scale, with_grad, &loss);
+      const int slot = chunk.forward(inputs_.data(), input, targets_.data(), dloss_scale, with_grad);
       if (input) give_buffer(recvs_.at(fwd_key).second), recvs_.erase(fwd_key);
       if (g != last_chunk_)
         forward_sends_[fwd_key] = pp_->isend(chunk.output(slot), boundary_, (g + 1) % pp_size_, 2 * (g + 1));
@@ -130,6 +129,10 @@ double PipelineExecutor::run(const std::vector<PipeOp>& ops, const Fetch& fetch,
   TRIDENT_CHECK(recvs_.empty() && forward_sends_.empty() && slots.empty(),
                 "pipeline step ended with {} receives, {} sends and {} micro-batches outstanding", recvs_.size(),
                 forward_sends_.size(), slots.size());
+  // The loss was summed in backend memory by the chunk holding the head: one copy to the host per step.
+  double loss = 0;
+  for (GptModel* c : chunks_)
+    if (c->layout().has_head()) loss += c->take_loss_sum();
   last_step_s_ = MPI_Wtime() - step_start;
   return loss;
 }

@@ -21,7 +21,7 @@ void MetricsWriter::write(const StepMetrics& m) {
   nlohmann::json j = {{"step", m.step},          {"loss", m.loss},       {"lr", m.lr},
                       {"grad_norm", m.grad_norm}, {"step_ms", m.step_ms}, {"tokens_per_s", m.tokens_per_s},
                       {"tflops", m.tflops},       {"mfu", m.mfu},         {"memory_gib", m.memory_gib},
-                      {"eta_s", m.eta_s}};
+                      {"backend_memory_gib", m.backend_memory_gib}, {"eta_s", m.eta_s}};
   if (m.val_loss) j["val_loss"] = *m.val_loss;
   j["dp_wait_ms"] = m.dp_wait_ms;
   const MemoryAccount& a = m.memory;
@@ -36,9 +36,9 @@ void MetricsWriter::write(const StepMetrics& m) {
 std::string format_log_line(const StepMetrics& m, int64_t total_steps) {
   std::string line = fmt::format(
       "step {:>{}}/{} | loss {:.4f} | lr {:.3e} | norm {:.3f} | {:.1f} ms | {:.0f} tok/s | {:.3f} TFLOP/s | "
-      "MFU {:.1f}% | mem {:.2f} GiB | ETA {:.0f} s",
+      "MFU {:.1f}% | mem {:.2f} GiB (backend {:.2f} GiB) | ETA {:.0f} s",
       m.step, std::to_string(total_steps).size(), total_steps, m.loss, m.lr, m.grad_norm, m.step_ms, m.tokens_per_s,
-      m.tflops, 100 * m.mfu, m.memory_gib, m.eta_s);
+      m.tflops, 100 * m.mfu, m.memory_gib, m.backend_memory_gib, m.eta_s);
   if (m.val_loss) line += fmt::format(" | val {:.4f}", *m.val_loss);
   return line;
 }

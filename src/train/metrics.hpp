@@ -28,6 +28,7 @@ struct StepMetrics {
   double tflops = 0;             // achieved model TFLOP/s per rank
   double mfu = 0;                // tflops / peak
   double memory_gib = 0;         // peak resident memory of this process
+  double backend_memory_gib = 0; // peak backend memory (device memory on a GPU) allocated so far
   double eta_s = 0;              // estimated time to the last step
   double dp_wait_ms = 0;         // DP reduction time not hidden behind backward
   MemoryAccount memory;

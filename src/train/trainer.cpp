@@ -23,7 +23,11 @@ namespace {
 // Refuses what this build cannot do yet, naming it, instead of silently ignoring deck keys.
 void require_supported(const Config& cfg, const ParallelMesh* mesh) {
   TRIDENT_CHECK(mesh || cfg.mesh.world_size() == 1, "a parallel layout needs a ParallelMesh");
-  if (cfg.runtime.backend == Backend::Cuda) throw NotImplemented("training on the cuda backend");
+  if (cfg.runtime.backend == Backend::Cuda && cfg.mesh.world_size() > 1)
+    throw NotImplemented(fmt::format("training on the cuda backend with {} ranks (tp {} x pp {} x dp {}): GPU "
+                                     "communication is not built yet; one GPU rank trains",
+                                     cfg.mesh.world_size(), cfg.mesh.tp, cfg.mesh.pp, cfg.mesh.dp));
+  if (cfg.train.precision == Precision::BF16) throw NotImplemented("train.precision = \"bf16\" (fp32 only so far)");
   if (cfg.data.path.empty()) throw Error(fmt::format("{}: [data] path is empty: `train` needs training data", cfg.source));
 }
 
@@ -77,13 +81,14 @@ Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh) : cfg_
                                                   cfg_.train.global_batch);
   }
   flops_per_token_ = model_flops_per_token(shapes_, parameter_count(cfg_.model));
-  peak_tflops_ = cfg_.runtime.peak_tflops > 0 ? cfg_.runtime.peak_tflops : measure_cpu_gemm_tflops();
+  peak_tflops_ = cfg_.runtime.peak_tflops > 0 ? cfg_.runtime.peak_tflops : k_.peak_tflops();
+  norm_sums_ = k_.alloc_double(2);
 
   checkpoints_ = std::make_unique<TrainingCheckpoints>(cfg_, k_, mesh_, chunks_, optimizers_);
   first_step_ = checkpoints_->resume() + 1;
 }
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() { k_.free(norm_sums_); }
 
 // DP rank r trains on samples [r*G/dp, (r+1)*G/dp) of every global batch of G samples, so the union
 // over the DP group is exactly the serial run's batch.
@@ -127,17 +132,18 @@ void Trainer::make_gradient_reducer() {
   reducer_ = std::make_unique<GradientReducer>(mesh_->dp(), k_, chunks, deferred, o);
 }
 
+// The squared sums are accumulated in backend memory and copied to the host once.
 double Trainer::global_gradient_norm() {
-  double sums[2] = {0, 0};  // sharded over TP, replicated over TP
+  k_.fill_double(norm_sums_, 0.0, 2);
   const bool duplicate_wte = shapes_.tied && cfg_.mesh.pp > 1;
   for (size_t c = 0; c < chunks_.size(); ++c) {
     // The last stage's copy of a tied embedding is counted by the first stage.
     const bool skip = duplicate_wte && chunks_[c]->layout().has_head() && !chunks_[c]->layout().has_embedding();
     // Under ZeRO each DP rank counts its own range (with zero 2 it holds no other reduced gradient).
-    const auto [s, r] = chunks_[c]->gradient_square_sums(skip, optimizers_[c]->begin(), optimizers_[c]->end());
-    sums[0] += s;
-    sums[1] += r;
+    chunks_[c]->add_gradient_square_sums(norm_sums_, skip, optimizers_[c]->begin(), optimizers_[c]->end());
   }
+  double sums[2];  // sharded over TP, replicated over TP
+  k_.copy_to_host_double(sums, norm_sums_, 2);
   if (reducer_ && reducer_->zero() > 0) mesh_->dp().all_reduce(sums, 2);
   double sharded = sums[0], replicated = sums[1];
   if (mesh_ && mesh_->tp().size() > 1) mesh_->tp().all_reduce(&sharded, 1);
@@ -190,6 +196,7 @@ StepMetrics Trainer::train_step(int64_t step) {
   m.tflops = flops_per_token_ * positions / (m.step_ms / 1e3) / 1e12 / double(cfg_.mesh.world_size());
   m.mfu = m.tflops / peak_tflops_;
   m.memory_gib = double(peak_rss_bytes()) / double(1 << 30);
+  m.backend_memory_gib = double(k_.peak_allocated_bytes()) / double(1 << 30);
   return m;
 }
 
@@ -270,7 +277,7 @@ std::vector<StepMetrics> Trainer::run() {
   log::info("data: {}; {} tokens per step in {} micro-batch(es) of {}", train_stream_->describe(),
             cfg_.tokens_per_step(), cfg_.micro_batches_per_step(), t.micro_batch);
   log::info("throughput reference: {:.3f} TFLOP/s per rank ({})", peak_tflops_,
-            cfg_.runtime.peak_tflops > 0 ? "runtime.peak_tflops" : "measured sgemm rate of this CPU");
+            cfg_.runtime.peak_tflops > 0 ? "runtime.peak_tflops" : "the backend's estimate: measured sgemm rate of this CPU, or the GPU's dense bf16 peak");
 
   std::unique_ptr<MetricsWriter> metrics;
   if (!cfg_.runtime.metrics.empty() && (!mesh_ || mesh_->world_rank() == 0))

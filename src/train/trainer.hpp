@@ -70,6 +70,7 @@ class Trainer {
   std::unique_ptr<GradientReducer> reducer_;  // dp > 1 only
   std::unique_ptr<TokenStream> train_stream_, val_stream_;
   std::unique_ptr<BatchSampler> train_sampler_, val_sampler_;
+  double* norm_sums_ = nullptr;  // backend memory: squared gradient sums {sharded, replicated} of a step
   double flops_per_token_ = 0;
   double peak_tflops_ = 0;
   double pipeline_wait_s_ = 0;
