@@ -1,0 +1,241 @@
+// CudaKernels: the Kernels interface on one CUDA device. The object owns one non-blocking stream
+// (every launch, memset, copy and GEMM is enqueued on it), a caching allocator, the cuBLASLt state
+// and a small reduction scratch. Only copy_to_host*, fence() and the destructor synchronise.
+#include "cuda/cuda_kernels.hpp"
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+
+#include "cuda/allocator.cuh"
+#include "cuda/check.cuh"
+#include "cuda/matmul.cuh"
+#include "cuda/ops.cuh"
+#include "kernels.hpp"
+
+namespace trident {
+
+namespace cuda {
+namespace {
+
+// Dense bf16 tensor-core FLOP per clock per SM (FMA = 2 FLOP) by compute capability. Known:
+// sm_80 (A100) 2048; sm_90 (H100/H200) 4096; sm_100/103 (B200/B300) 8192. Everything else
+// (sm_86/89 and consumer parts, sm_7x without bf16, sm_12x) gets 1024, a conservative value at or
+// below the data-centre parts of those generations (A10/L40S: 1024; RTX 4090 with fp32 accumulate: 512).
+int bf16_flop_per_clock_per_sm(int major, int minor) {
+  if (major == 9) return 4096;
+  if (major == 10) return 8192;
+  if (major == 8 && minor == 0) return 2048;
+  return 1024;
+}
+
+class Stream {
+ public:
+  Stream() { TRIDENT_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+  ~Stream() {
+    cudaStreamSynchronize(s_);
+    cudaStreamDestroy(s_);
+  }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+class CudaKernels final : public Kernels {
+ public:
+  CudaKernels()
+      : device_(current_device()),
+        alloc_(stream_.get()),
+        matmul_(stream_.get(), alloc_),
+        sum_partials_(static_cast<double*>(alloc_.allocate(kSumMaxBlocks * int64_t(sizeof(double))))) {}
+  ~CudaKernels() override {
+    cudaStreamSynchronize(stream_.get());  // members go in reverse order: matmul, allocator, stream
+    alloc_.release(sum_partials_);
+  }
+
+  std::string name() const override { return "cuda"; }
+  cudaStream_t stream() const { return stream_.get(); }
+
+  // ---- memory ----
+  float* alloc(int64_t n) override { return static_cast<float*>(alloc_.allocate_zeroed(bytes(n, sizeof(float)))); }
+  int32_t* alloc_int(int64_t n) override {
+    return static_cast<int32_t*>(alloc_.allocate_zeroed(bytes(n, sizeof(int32_t))));
+  }
+  double* alloc_double(int64_t n) override {
+    return static_cast<double*>(alloc_.allocate_zeroed(bytes(n, sizeof(double))));
+  }
+  void free(void* p) override { alloc_.release(p); }
+
+  // Host -> device from pageable memory returns once the source has been staged, so the caller may
+  // reuse its buffer at once. From page-locked (or managed) memory the copy is truly asynchronous:
+  // then wait for it, to keep that guarantee.
+  void copy_to_device(float* dst, const float* host_src, int64_t n) override {
+    upload(dst, host_src, bytes(n, sizeof(float)));
+  }
+  void copy_to_device_int(int32_t* dst, const int32_t* host_src, int64_t n) override {
+    upload(dst, host_src, bytes(n, sizeof(int32_t)));
+  }
+  void copy_to_host(float* host_dst, const float* src, int64_t n) override {
+    download(host_dst, src, bytes(n, sizeof(float)));
+  }
+  void copy_to_host_double(double* host_dst, const double* src, int64_t n) override {
+    download(host_dst, src, bytes(n, sizeof(double)));
+  }
+  void copy(float* dst, const float* src, int64_t n) override {
+    if (n <= 0 || dst == src) return;
+    TRIDENT_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(float), cudaMemcpyDeviceToDevice, stream()));
+  }
+  void fill(float* x, float value, int64_t n) override { cuda::fill(stream(), x, value, n); }
+  void fill_double(double* x, double value, int64_t n) override { cuda::fill_double(stream(), x, value, n); }
+  void fence() override { TRIDENT_CUDA_CHECK(cudaStreamSynchronize(stream())); }
+
+  // ---- elementwise ----
+  void add(float* out, const float* a, const float* b, int64_t n) override { cuda::add(stream(), out, a, b, n); }
+  void accumulate(float* y, const float* x, int64_t n) override { cuda::accumulate(stream(), y, x, n); }
+  void scale(float* x, float s, int64_t n) override { cuda::scale(stream(), x, s, n); }
+  void sum_squares_into(double* acc, const float* x, int64_t n) override {
+    cuda::sum_into(stream(), acc, x, n, true, sum_partials_);
+  }
+  void sum_into(double* acc, const float* x, int64_t n) override {
+    cuda::sum_into(stream(), acc, x, n, false, sum_partials_);
+  }
+
+  // ---- embeddings ----
+  void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t vocab_begin,
+                         int64_t vocab_count, int64_t N, int64_t C) override {
+    cuda::embedding_forward(stream(), out, tokens, wte, vocab_begin, vocab_count, N, C);
+  }
+  void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t vocab_begin,
+                          int64_t vocab_count, int64_t N, int64_t C) override {
+    cuda::embedding_backward(stream(), alloc_, dwte, dout, tokens, vocab_begin, vocab_count, N, C);
+  }
+  void position_forward(float* out, const float* wpe, int64_t B, int64_t T, int64_t C, int64_t t_begin) override {
+    cuda::position_forward(stream(), out, wpe, B, T, C, t_begin);
+  }
+  void position_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C,
+                         int64_t t_begin) override {
+    cuda::position_backward(stream(), dwpe, dout, B, T, C, t_begin);
+  }
+
+  // ---- LayerNorm ----
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                         const float* bias, int64_t N, int64_t C) override {
+    cuda::layernorm_forward(stream(), out, mean, rstd, inp, weight, bias, N, C);
+  }
+  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                          const float* weight, const float* mean, const float* rstd, int64_t N,
+                          int64_t C) override {
+    cuda::layernorm_backward(stream(), alloc_, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+  }
+
+  // ---- matmul ----
+  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t IC,
+                      int64_t OC) override {
+    matmul_.forward(out, inp, weight, bias, N, IC, OC);
+  }
+  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                       const float* weight, int64_t N, int64_t IC, int64_t OC) override {
+    matmul_.backward(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
+  }
+
+  // ---- attention ----
+  void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH,
+                         int64_t HD) override {
+    cuda::attention_forward(stream(), out, lse, qkv, B, T, NH, HD);
+  }
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
+                          int64_t B, int64_t T, int64_t NH, int64_t HD) override {
+    cuda::attention_backward(stream(), alloc_, dqkv, dout, qkv, out, lse, B, T, NH, HD);
+  }
+
+  // ---- GELU ----
+  void gelu_forward(float* out, const float* inp, int64_t n) override { cuda::gelu_forward(stream(), out, inp, n); }
+  void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) override {
+    cuda::gelu_backward(stream(), dinp, inp, dout, n);
+  }
+
+  // ---- cross-entropy ----
+  void xent_row_max(float* rowmax, const float* logits, int64_t N, int64_t stride, int64_t vocab_count) override {
+    cuda::xent_row_max(stream(), rowmax, logits, N, stride, vocab_count);
+  }
+  void xent_sumexp_target(float* sumexp, float* target_logit, const float* logits, const float* rowmax,
+                          const int32_t* targets, int64_t vocab_begin, int64_t N, int64_t stride,
+                          int64_t vocab_count) override {
+    cuda::xent_sumexp_target(stream(), sumexp, target_logit, logits, rowmax, targets, vocab_begin, N, stride,
+                             vocab_count);
+  }
+  void xent_loss_grad(float* losses, float* logits, const float* rowmax, const float* sumexp,
+                      const float* target_logit, const int32_t* targets, int64_t vocab_begin, float dloss_scale,
+                      int64_t N, int64_t stride, int64_t vocab_count) override {
+    cuda::xent_loss_grad(stream(), losses, logits, rowmax, sumexp, target_logit, targets, vocab_begin, dloss_scale, N,
+                         stride, vocab_count);
+  }
+
+  // ---- AdamW ----
+  void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n, float lr, float beta1,
+                    float beta2, float eps, float weight_decay, int64_t step) override {
+    cuda::adamw_update(stream(), param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, step);
+  }
+
+  // ---- the device ----
+  // Dense bf16 tensor-core peak: SMs x clock (cudaDevAttrClockRate: the peak clock, kHz) x FLOP/clock/SM.
+  double peak_tflops() override {
+    int sms = 0, clock_khz = 0, major = 0, minor = 0;
+    TRIDENT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_));
+    TRIDENT_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device_));
+    TRIDENT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_));
+    TRIDENT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_));
+    return double(sms) * double(clock_khz) * 1e3 * double(bf16_flop_per_clock_per_sm(major, minor)) / 1e12;
+  }
+  int64_t allocated_bytes() const override { return alloc_.allocated(); }
+  int64_t peak_allocated_bytes() const override { return alloc_.peak(); }
+
+ private:
+  static int current_device() {
+    int d = 0;
+    TRIDENT_CUDA_CHECK(cudaGetDevice(&d));
+    return d;
+  }
+  static int64_t bytes(int64_t n, size_t elem) {
+    TRIDENT_CHECK(n >= 0, "CUDA backend: negative element count {}", n);
+    return n * int64_t(elem);
+  }
+  void upload(void* dst, const void* host_src, int64_t nbytes) {
+    if (nbytes <= 0) return;
+    TRIDENT_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, size_t(nbytes), cudaMemcpyHostToDevice, stream()));
+    cudaPointerAttributes attr{};
+    if (cudaPointerGetAttributes(&attr, host_src) != cudaSuccess) {
+      cudaGetLastError();
+      attr.type = cudaMemoryTypeUnregistered;
+    }
+    if (attr.type != cudaMemoryTypeUnregistered) TRIDENT_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  }
+  void download(void* host_dst, const void* src, int64_t nbytes) {
+    if (nbytes <= 0) return;
+    TRIDENT_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, size_t(nbytes), cudaMemcpyDeviceToHost, stream()));
+    TRIDENT_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  }
+
+  int device_;
+  Stream stream_;
+  DeviceAllocator alloc_;
+  Matmul matmul_;
+  double* sum_partials_;  // kSumMaxBlocks doubles: sum_into's block partials (stream-ordered reuse)
+};
+
+}  // namespace
+
+void* native_stream(Kernels& kernels) {
+  auto* k = dynamic_cast<CudaKernels*>(&kernels);
+  return k ? static_cast<void*>(k->stream()) : nullptr;
+}
+
+}  // namespace cuda
+
+std::unique_ptr<Kernels> make_cuda_kernels() { return std::make_unique<cuda::CudaKernels>(); }
+
+}  // namespace trident

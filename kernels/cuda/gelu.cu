@@ -1,0 +1,51 @@
+// GELU, tanh approximation, forward and backward (accumulating), the same formulas as the Kokkos
+// backend (kernels/kokkos/gelu.hpp): 0.5 (1 + tanh u) evaluated as sigmoid(2u) = 1 / (1 + exp(-2u)).
+#include "cuda/check.cuh"
+#include "cuda/ops.cuh"
+
+namespace trident::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
+constexpr float kGeluCube = 0.044715f;
+
+__global__ void gelu_forward_kernel(float* out, const float* inp, int64_t n) {
+  TRIDENT_GRID_STRIDE(i, n) {
+    const float x = inp[i];
+    const float u = kGeluScale * (x + kGeluCube * x * x * x);
+    out[i] = x / (1.0f + expf(-2.0f * u));  // x * sigmoid(2u); x / inf = -0 far left
+  }
+}
+
+// d gelu/dx = s + 2 x s (1 - s) u', s = sigmoid(2u), s (1 - s) = e s^2 with e = exp(-2u) (clamped
+// at e^80 so that e s^2 is never inf * 0), u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2).
+__global__ void gelu_backward_kernel(float* dinp, const float* inp, const float* dout, int64_t n) {
+  TRIDENT_GRID_STRIDE(i, n) {
+    const float x = inp[i];
+    const float u = kGeluScale * (x + kGeluCube * x * x * x);
+    const float a = -2.0f * u;
+    const float e = expf(a < 80.0f ? a : 80.0f);
+    const float s = 1.0f / (1.0f + e);
+    const float du = kGeluScale * (1.0f + 3.0f * kGeluCube * x * x);
+    const float local = s + 2.0f * x * (e * s * s) * du;
+    dinp[i] += local * dout[i];
+  }
+}
+
+}  // namespace
+
+void gelu_forward(cudaStream_t stream, float* out, const float* inp, int64_t n) {
+  if (n <= 0) return;
+  gelu_forward_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(out, inp, n);
+  TRIDENT_CUDA_CHECK_LAUNCH();
+}
+
+void gelu_backward(cudaStream_t stream, float* dinp, const float* inp, const float* dout, int64_t n) {
+  if (n <= 0) return;
+  gelu_backward_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(dinp, inp, dout, n);
+  TRIDENT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace trident::cuda

@@ -1,0 +1,75 @@
+#pragma once
+// Host launchers of the CUDA backend's kernels, one .cu file per op family (forward and backward
+// side by side). Every launcher enqueues on `stream` and returns; none synchronises. Sizes of 0
+// launch nothing. Semantics are those of kernels/kernels.hpp (row-major, backward ops accumulate,
+// deterministic); the file of each family documents its tiling and reduction order.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace trident::cuda {
+
+class DeviceAllocator;
+
+// ---- elementwise.cu ----
+void fill(cudaStream_t stream, float* x, float value, int64_t n);
+void fill_double(cudaStream_t stream, double* x, double value, int64_t n);
+void add(cudaStream_t stream, float* out, const float* a, const float* b, int64_t n);
+void accumulate(cudaStream_t stream, float* y, const float* x, int64_t n);
+void scale(cudaStream_t stream, float* x, float s, int64_t n);
+// *acc += sum x^2 (square) or sum x, in double. `partials` holds kSumMaxBlocks doubles of scratch.
+constexpr int kSumMaxBlocks = 1024;
+void sum_into(cudaStream_t stream, double* acc, const float* x, int64_t n, bool square, double* partials);
+
+// ---- embedding.cu ----
+void embedding_forward(cudaStream_t stream, float* out, const int32_t* tokens, const float* wte,
+                       int64_t vocab_begin, int64_t vocab_count, int64_t N, int64_t C);
+void embedding_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dwte, const float* dout,
+                        const int32_t* tokens, int64_t vocab_begin, int64_t vocab_count, int64_t N, int64_t C);
+void position_forward(cudaStream_t stream, float* out, const float* wpe, int64_t B, int64_t T, int64_t C,
+                      int64_t t_begin);
+void position_backward(cudaStream_t stream, float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C,
+                       int64_t t_begin);
+
+// ---- layernorm.cu ----
+void layernorm_forward(cudaStream_t stream, float* out, float* mean, float* rstd, const float* inp,
+                       const float* weight, const float* bias, int64_t N, int64_t C);
+void layernorm_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dinp, float* dweight, float* dbias,
+                        const float* dout, const float* inp, const float* weight, const float* mean,
+                        const float* rstd, int64_t N, int64_t C);
+
+// ---- matmul.cu (the GEMMs are in matmul.cuh's Matmul; these are its own kernels) ----
+// out[i, o] = bias[o] (or 0 when bias is null): the IC == 0 forward.
+void broadcast_bias(cudaStream_t stream, float* out, const float* bias, int64_t N, int64_t OC);
+// out[i, o] += bias[o]: forward bias when the pointer is too unaligned for the cuBLASLt epilogue.
+void add_bias(cudaStream_t stream, float* out, const float* bias, int64_t N, int64_t OC);
+// dbias[o] += sum_i dout[i, o] (two-pass column sums in double).
+void bias_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dbias, const float* dout, int64_t N,
+                   int64_t OC);
+
+// ---- attention.cu ----
+void attention_forward(cudaStream_t stream, float* out, float* lse, const float* qkv, int64_t B, int64_t T,
+                       int64_t NH, int64_t HD);
+void attention_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dqkv, const float* dout,
+                        const float* qkv, const float* out, const float* lse, int64_t B, int64_t T, int64_t NH,
+                        int64_t HD);
+
+// ---- gelu.cu ----
+void gelu_forward(cudaStream_t stream, float* out, const float* inp, int64_t n);
+void gelu_backward(cudaStream_t stream, float* dinp, const float* inp, const float* dout, int64_t n);
+
+// ---- crossentropy.cu ----
+void xent_row_max(cudaStream_t stream, float* rowmax, const float* logits, int64_t N, int64_t stride,
+                  int64_t vocab_count);
+void xent_sumexp_target(cudaStream_t stream, float* sumexp, float* target_logit, const float* logits,
+                        const float* rowmax, const int32_t* targets, int64_t vocab_begin, int64_t N,
+                        int64_t stride, int64_t vocab_count);
+void xent_loss_grad(cudaStream_t stream, float* losses, float* logits, const float* rowmax, const float* sumexp,
+                    const float* target_logit, const int32_t* targets, int64_t vocab_begin, float dloss_scale,
+                    int64_t N, int64_t stride, int64_t vocab_count);
+
+// ---- adamw.cu ----
+void adamw_update(cudaStream_t stream, float* param, const float* grad, float* m, float* v, int64_t n, float lr,
+                  float beta1, float beta2, float eps, float weight_decay, int64_t step);
+
+}  // namespace trident::cuda
