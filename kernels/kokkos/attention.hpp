@@ -1,155 +1,221 @@
 #pragma once
-// Causal multi-head self-attention, llm.c style, forward and backward side by side.
-//   qkv [B,T,3,NH,HD] is permuted into contiguous q, k, v [B,NH,T,HD] buffers (workspace), so each
-//   (b,h) slice is a contiguous LayoutRight [T,HD] matrix and every product is one sgemm:
-//     att = softmax_causal(q k^T / sqrt(HD))   [T,T]  (entries above the diagonal are 0)
-//     y   = att v                              [T,HD] -> unpermuted into out [B,T,NH,HD]
-//   Backward recomputes the permutation (the workspace may have served other layers since):
-//     datt = dy v^T, dv = att^T dy, dpre = att * (datt - rowsum(att*datt)), dq = dpre k / sqrt(HD),
-//     dk = dpre^T q / sqrt(HD); then dq, dk, dv are added into dqkv.
+// Causal multi-head self-attention, flash-style: the [T,T] scores exist one kAttentionTile x
+// kAttentionTile tile at a time, never whole, and forward hands backward only out and the per-row
+// log-sum-exp (lse).
+// Forward, per (b,h) and query tile i, over key tiles j <= i (online softmax):
+//     S = q_i k_j^T / sqrt(HD);  m' = max(m, rowmax S);  P = exp(S - m');
+//     l = l exp(m - m') + rowsum P;  y_i = y_i exp(m - m') + P v_j;   finally y_i /= l, lse = m + log l.
+// Backward, per (b,h), key tile j and query tile i >= j, with D = rowsum(dout * out) and lse:
+//     P = exp(q_i k_j^T / sqrt(HD) - lse);  dv_j += P^T dy_i;  dP = dy_i v_j^T;  dS = P (dP - D);
+//     dq_i += dS k_j / sqrt(HD);  dk_j += dS^T q_i / sqrt(HD).
+// The GEMMs read q, k, v, dout and write out, dqkv in place, as strided row-major blocks (a head's
+// rows are HD floats every 3C or C): cblas_sgemm takes the leading dimension, so no permuted copies
+// of the heads are made (KokkosBlas::gemm would need contiguous LayoutRight operands; the copies cost
+// ~20% of the step's attention at T = 64). This pins the file to host memory: the Kokkos backend runs
+// on host execution spaces only (the GPU has its own backend, kernels/cuda). The row-wise parts
+// (masking, exponentials, rescaling) are Kokkos kernels over a tile's rows.
+// Tiles are processed one after another in a fixed order and BLAS is deterministic: bit-identical reruns.
+#include <cblas.h>
+
 #include <type_traits>
 
 #include "kokkos/common.hpp"
-#include "kokkos/matmul.hpp"
 
 namespace trident::kk {
 
-// The [T,X] slice (b,h) of a [B,NH,T,X] tensor. It must stay LayoutRight (contiguous rows) so that
-// KokkosBlas::gemm uses sgemm; checked at compile time.
-template <class V>
-auto head_slice(const V& v, int64_t b, int64_t h) {
-  auto s = Kokkos::subview(v, b, h, Kokkos::ALL, Kokkos::ALL);
-  static_assert(std::is_same<typename decltype(s)::array_layout, Kokkos::LayoutRight>::value,
-                "a (b,h) slice of a LayoutRight [B,NH,T,X] view must be LayoutRight");
-  return s;
-}
+// Query rows and keys per tile. 128 x 128 floats (64 KiB) stay in L2 between the GEMM that writes a
+// tile and the ones that read it; 128 rows keep the sgemm calls large enough to run near peak.
+// Query and key tiles have the same size and start on multiples of it, so the diagonal tile of
+// query tile i is key tile i, and key tiles j < i are entirely visible to every row of tile i.
+constexpr int64_t kAttentionTile = 128;
 
-// Workspace floats needed by attention_forward / attention_backward.
-inline int64_t attention_forward_workspace(int64_t B, int64_t T, int64_t NH, int64_t HD) {
-  return 4 * B * NH * T * HD;
+// Workspace floats needed by attention_forward / attention_backward: O(tile^2), and D per row.
+inline int64_t attention_forward_workspace(int64_t, int64_t, int64_t, int64_t) {
+  // One score tile; running max (float) and running sum (double = 2 floats) per query row.
+  return kAttentionTile * kAttentionTile + 3 * kAttentionTile;
 }
-inline int64_t attention_backward_workspace(int64_t B, int64_t T, int64_t NH, int64_t HD) {
-  return 7 * B * NH * T * HD + B * NH * T * T;
+inline int64_t attention_backward_workspace(int64_t B, int64_t T, int64_t NH, int64_t) {
+  // The P and dP tiles; D per row.
+  return 2 * kAttentionTile * kAttentionTile + B * NH * T;
 }
 
 namespace detail {
 
-// dst[b,h,t,:] = src[b,t,part*C + h*HD : ...] for `part` of a [B,T,parts*C] tensor; a team per row.
-template <class ES>
-void permute_heads(const ES& space, Ten4<ES> dst, CVec<ES> src, int64_t parts, int64_t part) {
-  const int64_t NH = dst.extent(1), T = dst.extent(2), HD = dst.extent(3);
-  const int64_t C = NH * HD;
-  parallel_rows("trident::attention_permute", space, dst.extent(0) * NH * T, HD,
-                KOKKOS_LAMBDA(int64_t r, int64_t d) {
-                  const int64_t t = r % T, h = (r / T) % NH, b = r / (T * NH);
-                  dst(b, h, t, d) = src((b * T + t) * parts * C + part * C + h * HD + d);
-                });
+// A row-major block in host memory: rows x cols, row r at p + r*ld.
+struct Block {
+  float* p;
+  int64_t rows, cols, ld;
+};
+struct CBlock {
+  const float* p;
+  int64_t rows, cols, ld;
+};
+
+// C = alpha op(A) op(B) + beta C (op = transpose when the flag is set). beta 0 never reads C.
+inline void sgemm(bool trans_a, bool trans_b, float alpha, CBlock A, CBlock B, float beta, Block C) {
+  const int64_t K = trans_a ? A.rows : A.cols;
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+              int(C.rows), int(C.cols), int(K), alpha, A.p, int(A.ld), B.p, int(B.ld), beta, C.p, int(C.ld));
 }
 
-// dst[b,t,part*C + h*HD + d] (+)= src[b,h,t,d]; accumulate selects += (backward) or = (forward).
+// Number of keys of the tile starting at key j0 (nk of them) that query t may see: t - j0 + 1,
+// capped at nk. At least 1 here, since j0 <= the first query of the tile <= t.
+KOKKOS_INLINE_FUNCTION int64_t visible_keys(int64_t t, int64_t j0, int64_t nk) {
+  return t - j0 + 1 < nk ? t - j0 + 1 : nk;
+}
+
+// One online-softmax step over the score tile S [nq,nk] of query rows i0.. and keys j0..:
+// S is replaced by P = exp(S - m_new) (0 where masked), the running max m and sum l and the output
+// rows O are updated. `first`: the first key tile of these rows (m, l, O hold nothing yet; O is then
+// written by the following GEMM with beta 0, so it is not touched here).
+// The row sum is accumulated in double: l sums up to T terms (the interface's rule for long
+// reductions). O and l are rescaled by the same float factor, so its rounding cancels in O / l.
 template <class ES>
-void unpermute_heads(const ES& space, Vec<ES> dst, CTen4<ES> src, int64_t parts, int64_t part,
-                     bool accumulate) {
-  const int64_t NH = src.extent(1), T = src.extent(2), HD = src.extent(3);
-  const int64_t C = NH * HD;
-  parallel_rows("trident::attention_unpermute", space, src.extent(0) * NH * T, HD,
-                KOKKOS_LAMBDA(int64_t r, int64_t d) {
-                  const int64_t t = r % T, h = (r / T) % NH, b = r / (T * NH);
-                  const int64_t o = (b * T + t) * parts * C + part * C + h * HD + d;
-                  if (accumulate)
-                    dst(o) += src(b, h, t, d);
-                  else
-                    dst(o) = src(b, h, t, d);
-                });
+void online_softmax_step(const ES& space, Block S, Block O, float* m, double* l, int64_t i0, int64_t j0,
+                         bool first) {
+  Kokkos::parallel_for(
+      "trident::attention_online_softmax", Range<ES>(space, 0, S.rows), KOKKOS_LAMBDA(int64_t r) {
+        float* __restrict s = S.p + r * S.ld;
+        const int64_t n = visible_keys(i0 + r, j0, S.cols);
+        float tile_max = s[0];
+        for (int64_t c = 1; c < n; ++c) tile_max = s[c] > tile_max ? s[c] : tile_max;
+        const float m_new = first || tile_max > m[r] ? tile_max : m[r];
+        double sum = 0.0;
+        for (int64_t c = 0; c < n; ++c) {
+          s[c] = kmath::exp(s[c] - m_new);
+          sum += s[c];
+        }
+        for (int64_t c = n; c < S.cols; ++c) s[c] = 0.0f;
+        if (first) {
+          l[r] = sum;
+        } else {
+          const float alpha = kmath::exp(m[r] - m_new);  // 1 when the max did not move
+          l[r] = l[r] * alpha + sum;
+          float* __restrict o = O.p + r * O.ld;
+          if (alpha != 1.0f)
+            for (int64_t d = 0; d < O.cols; ++d) o[d] *= alpha;
+        }
+        m[r] = m_new;
+      });
+  space.fence();
+}
+
+template <class ES>
+constexpr void require_host_memory() {
+  static_assert(Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ES::memory_space>::accessible,
+                "the Kokkos attention calls cblas on its operands: host execution spaces only");
 }
 
 }  // namespace detail
 
-// ws: attention_forward_workspace(B,T,NH,HD) floats. att: [B,NH,T,T].
+// out [B,T,C] = attention of qkv [B,T,3C]; lse [B,NH,T]. ws: attention_forward_workspace floats.
 template <class ES>
-void attention_forward(const ES& space, Vec<ES> out, Ten4<ES> att, CVec<ES> qkv, Vec<ES> ws, int64_t B,
+void attention_forward(const ES& space, Vec<ES> out, Vec<ES> lse, CVec<ES> qkv, Vec<ES> ws, int64_t B,
                        int64_t T, int64_t NH, int64_t HD) {
-  const int64_t S = B * NH * T * HD;
-  Ten4<ES> q(ws.data(), B, NH, T, HD), k(ws.data() + S, B, NH, T, HD), v(ws.data() + 2 * S, B, NH, T, HD),
-      y(ws.data() + 3 * S, B, NH, T, HD);
-  detail::permute_heads(space, q, qkv, 3, 0);
-  detail::permute_heads(space, k, qkv, 3, 1);
-  detail::permute_heads(space, v, qkv, 3, 2);
-  space.fence();  // the host-driven GEMMs below read q, k, v
-
+  detail::require_host_memory<ES>();
+  using detail::Block;
+  using detail::CBlock;
+  constexpr int64_t tile = kAttentionTile;
+  const int64_t C = NH * HD;
+  float* scores = ws.data();
+  float* m = scores + tile * tile;
+  double* l = reinterpret_cast<double*>(m + tile);  // tile^2 + tile floats in: 8-byte aligned
   const float scale = float(1.0 / kmath::sqrt(double(HD)));
+  space.fence();  // qkv may still be being written by queued kernels
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < NH; ++h)
-      gemm("N", "T", scale, head_slice(q, b, h), head_slice(k, b, h), 0.0f, head_slice(att, b, h));
-
-  // Causal, numerically stable softmax per row: row max over j <= t subtracted, sum in double,
-  // entries above the diagonal set to 0.
-  Kokkos::parallel_for(
-      "trident::attention_softmax", Range<ES>(space, 0, B * NH * T), KOKKOS_LAMBDA(int64_t r) {
-        const int64_t t = r % T, h = (r / T) % NH, b = r / (T * NH);
-        float m = att(b, h, t, 0);
-        for (int64_t j = 1; j <= t; ++j) m = att(b, h, t, j) > m ? att(b, h, t, j) : m;
-        double sum = 0.0;
-        for (int64_t j = 0; j <= t; ++j) {
-          const float e = kmath::exp(att(b, h, t, j) - m);
-          att(b, h, t, j) = e;
-          sum += e;
+      for (int64_t i0 = 0; i0 < T; i0 += tile) {
+        const int64_t nq = (i0 + tile < T ? i0 + tile : T) - i0;
+        const CBlock qi{qkv.data() + (b * T + i0) * 3 * C + h * HD, nq, HD, 3 * C};
+        const Block yi{out.data() + (b * T + i0) * C + h * HD, nq, HD, C};
+        for (int64_t j0 = 0; j0 <= i0; j0 += tile) {  // key tiles up to and including the diagonal
+          const int64_t nk = (j0 + tile < i0 + nq ? j0 + tile : i0 + nq) - j0;
+          const float* kv = qkv.data() + (b * T + j0) * 3 * C + h * HD;
+          const Block s{scores, nq, nk, nk};
+          detail::sgemm(false, true, scale, qi, CBlock{kv + C, nk, HD, 3 * C}, 0.0f, s);
+          detail::online_softmax_step(space, s, yi, m, l, i0, j0, j0 == 0);
+          detail::sgemm(false, false, 1.0f, CBlock{s.p, nq, nk, nk}, CBlock{kv + 2 * C, nk, HD, 3 * C},
+                        j0 == 0 ? 0.0f : 1.0f, yi);
         }
-        const double inv = 1.0 / sum;
-        for (int64_t j = 0; j <= t; ++j) att(b, h, t, j) = float(att(b, h, t, j) * inv);
-        for (int64_t j = t + 1; j < T; ++j) att(b, h, t, j) = 0.0f;
-      });
-  space.fence();
-
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < NH; ++h)
-      gemm("N", "N", 1.0f, head_slice(att, b, h), head_slice(v, b, h), 0.0f, head_slice(y, b, h));
-  detail::unpermute_heads(space, out, CTen4<ES>(y), 1, 0, false);
+        float* lse_i = lse.data() + (b * NH + h) * T + i0;
+        Kokkos::parallel_for(
+            "trident::attention_normalise", Range<ES>(space, 0, nq), KOKKOS_LAMBDA(int64_t r) {
+              const float inv = float(1.0 / l[r]);
+              float* __restrict y = yi.p + r * yi.ld;
+              for (int64_t d = 0; d < HD; ++d) y[d] *= inv;
+              lse_i[r] = float(double(m[r]) + kmath::log(l[r]));
+            });
+        space.fence();
+      }
 }
 
-// ws: attention_backward_workspace(B,T,NH,HD) floats. dqkv [B,T,3C] is accumulated into.
+// dqkv [B,T,3C] += the gradient through attention_forward, from its out and lse.
+// ws: attention_backward_workspace floats.
 template <class ES>
-void attention_backward(const ES& space, Vec<ES> dqkv, CVec<ES> dout, CVec<ES> qkv, CTen4<ES> att,
-                        Vec<ES> ws, int64_t B, int64_t T, int64_t NH, int64_t HD) {
-  const int64_t S = B * NH * T * HD;
-  float* w = ws.data();
-  Ten4<ES> q(w, B, NH, T, HD), k(w + S, B, NH, T, HD), v(w + 2 * S, B, NH, T, HD),
-      dy(w + 3 * S, B, NH, T, HD), dq(w + 4 * S, B, NH, T, HD), dk(w + 5 * S, B, NH, T, HD),
-      dv(w + 6 * S, B, NH, T, HD), datt(w + 7 * S, B, NH, T, T);
-  detail::permute_heads(space, q, qkv, 3, 0);
-  detail::permute_heads(space, k, qkv, 3, 1);
-  detail::permute_heads(space, v, qkv, 3, 2);
-  detail::permute_heads(space, dy, dout, 1, 0);
-  space.fence();
-
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < NH; ++h) {
-      gemm("N", "T", 1.0f, head_slice(dy, b, h), head_slice(v, b, h), 0.0f, head_slice(datt, b, h));
-      gemm("T", "N", 1.0f, head_slice(att, b, h), head_slice(dy, b, h), 0.0f, head_slice(dv, b, h));
-    }
-
-  // Softmax backward in place in datt: dpre[t,j] = att[t,j] (datt[t,j] - sum_k att[t,k] datt[t,k]),
-  // j <= t; 0 above the diagonal (masked logits get no gradient).
+void attention_backward(const ES& space, Vec<ES> dqkv, CVec<ES> dout, CVec<ES> qkv, CVec<ES> out,
+                        CVec<ES> lse, Vec<ES> ws, int64_t B, int64_t T, int64_t NH, int64_t HD) {
+  detail::require_host_memory<ES>();
+  using detail::Block;
+  using detail::CBlock;
+  constexpr int64_t tile = kAttentionTile;
+  const int64_t C = NH * HD;
+  float* p_tile = ws.data();
+  float* dp_tile = p_tile + tile * tile;
+  float* D = dp_tile + tile * tile;  // [B,NH,T], like lse
+  // D[b,h,t] = sum_d dout * out over the head's HD features, in double.
   Kokkos::parallel_for(
-      "trident::attention_softmax_backward", Range<ES>(space, 0, B * NH * T), KOKKOS_LAMBDA(int64_t r) {
+      "trident::attention_dout_dot_out", Range<ES>(space, 0, B * NH * T), KOKKOS_LAMBDA(int64_t r) {
         const int64_t t = r % T, h = (r / T) % NH, b = r / (T * NH);
-        double dot = 0.0;
-        for (int64_t j = 0; j <= t; ++j) dot += double(att(b, h, t, j)) * double(datt(b, h, t, j));
-        for (int64_t j = 0; j <= t; ++j)
-          datt(b, h, t, j) = float(double(att(b, h, t, j)) * (double(datt(b, h, t, j)) - dot));
-        for (int64_t j = t + 1; j < T; ++j) datt(b, h, t, j) = 0.0f;
+        const int64_t o = (b * T + t) * C + h * HD;
+        double s = 0.0;
+        for (int64_t d = 0; d < HD; ++d) s += double(dout(o + d)) * double(out(o + d));
+        D[r] = float(s);
       });
   space.fence();
 
   const float scale = float(1.0 / kmath::sqrt(double(HD)));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < NH; ++h) {
-      gemm("N", "N", scale, head_slice(datt, b, h), head_slice(k, b, h), 0.0f, head_slice(dq, b, h));
-      gemm("T", "N", scale, head_slice(datt, b, h), head_slice(q, b, h), 0.0f, head_slice(dk, b, h));
+      const float* lse_h = lse.data() + (b * NH + h) * T;
+      const float* D_h = D + (b * NH + h) * T;
+      for (int64_t j0 = 0; j0 < T; j0 += tile) {
+        const int64_t nk = (j0 + tile < T ? j0 + tile : T) - j0;
+        const int64_t kv = (b * T + j0) * 3 * C + h * HD;  // offset of k_j - C, v_j - 2C in (d)qkv
+        const CBlock kj{qkv.data() + kv + C, nk, HD, 3 * C}, vj{qkv.data() + kv + 2 * C, nk, HD, 3 * C};
+        const Block dkj{dqkv.data() + kv + C, nk, HD, 3 * C}, dvj{dqkv.data() + kv + 2 * C, nk, HD, 3 * C};
+        for (int64_t i0 = j0; i0 < T; i0 += tile) {  // query tiles on and below the diagonal
+          const int64_t nq = (i0 + tile < T ? i0 + tile : T) - i0;
+          const int64_t qo = (b * T + i0) * 3 * C + h * HD;
+          const CBlock qi{qkv.data() + qo, nq, HD, 3 * C}, dyi{dout.data() + (b * T + i0) * C + h * HD, nq, HD, C};
+          const Block dqi{dqkv.data() + qo, nq, HD, 3 * C};
+          const Block P{p_tile, nq, nk, nk}, dP{dp_tile, nq, nk, nk};
+          detail::sgemm(false, true, scale, qi, kj, 0.0f, P);
+          Kokkos::parallel_for(
+              "trident::attention_recompute_p", Range<ES>(space, 0, nq), KOKKOS_LAMBDA(int64_t r) {
+                float* __restrict p = P.p + r * nk;
+                const int64_t n = detail::visible_keys(i0 + r, j0, nk);
+                const float lse_r = lse_h[i0 + r];
+                for (int64_t c = 0; c < n; ++c) p[c] = kmath::exp(p[c] - lse_r);
+                for (int64_t c = n; c < nk; ++c) p[c] = 0.0f;
+              });
+          space.fence();
+          const CBlock Pc{P.p, nq, nk, nk};
+          detail::sgemm(true, false, 1.0f, Pc, dyi, 1.0f, dvj);
+          detail::sgemm(false, true, 1.0f, dyi, vj, 0.0f, dP);
+          Kokkos::parallel_for(
+              "trident::attention_softmax_backward", Range<ES>(space, 0, nq), KOKKOS_LAMBDA(int64_t r) {
+                float* __restrict ds = dP.p + r * nk;
+                const float* __restrict p = P.p + r * nk;
+                const float d_r = D_h[i0 + r];
+                for (int64_t c = 0; c < nk; ++c) ds[c] = p[c] * (ds[c] - d_r);  // masked: P = 0 -> dS = 0
+              });
+          space.fence();
+          const CBlock dS{dP.p, nq, nk, nk};
+          detail::sgemm(false, false, scale, dS, kj, 1.0f, dqi);
+          detail::sgemm(true, false, scale, dS, qi, 1.0f, dkj);
+        }
+      }
     }
-  detail::unpermute_heads(space, dqkv, CTen4<ES>(dq), 3, 0, true);
-  detail::unpermute_heads(space, dqkv, CTen4<ES>(dk), 3, 1, true);
-  detail::unpermute_heads(space, dqkv, CTen4<ES>(dv), 3, 2, true);
 }
 
 }  // namespace trident::kk

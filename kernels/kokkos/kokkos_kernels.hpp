@@ -140,18 +140,19 @@ class KokkosKernels final : public Kernels {
   }
 
   // ---- attention ----
-  void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t NH,
+  void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH,
                          int64_t HD) override {
     const int64_t C = NH * HD;
-    kk::attention_forward(space_, kk::vec<ES>(out, B * T * C), kk::Ten4<ES>(att, B, NH, T, T),
+    kk::attention_forward(space_, kk::vec<ES>(out, B * T * C), kk::vec<ES>(lse, B * NH * T),
                           kk::cvec<ES>(qkv, B * T * 3 * C),
                           float_workspace(kk::attention_forward_workspace(B, T, NH, HD)), B, T, NH, HD);
   }
-  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int64_t B,
-                          int64_t T, int64_t NH, int64_t HD) override {
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
+                          int64_t B, int64_t T, int64_t NH, int64_t HD) override {
     const int64_t C = NH * HD;
     kk::attention_backward(space_, kk::vec<ES>(dqkv, B * T * 3 * C), kk::cvec<ES>(dout, B * T * C),
-                           kk::cvec<ES>(qkv, B * T * 3 * C), kk::CTen4<ES>(att, B, NH, T, T),
+                           kk::cvec<ES>(qkv, B * T * 3 * C), kk::cvec<ES>(out, B * T * C),
+                           kk::cvec<ES>(lse, B * NH * T),
                            float_workspace(kk::attention_backward_workspace(B, T, NH, HD)), B, T, NH, HD);
   }
 

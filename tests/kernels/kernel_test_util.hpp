@@ -1,7 +1,13 @@
 #pragma once
-// Helpers for the kernel tests: device buffers through the Kernels interface (so the tests run on
-// any backend), random data, tiny double-precision reference implementations of every forward op,
-// central finite differences, and a tolerance comparison.
+// Helpers for the kernel tests: the backend fixture, device buffers through the Kernels interface
+// (so the tests run on any backend), random data, tiny double-precision reference implementations of
+// every forward op, central finite differences, and a tolerance comparison.
+//
+// Every suite is one source compiled once per backend (as Cabana instantiates its tests per execution
+// space): the executable's TRIDENT_TEST_BACKEND ("kokkos" or "cuda", set in CMakeLists.txt) is the
+// value of the KernelTest fixture, whose k is that backend's Kernels. Both backends compute in fp32,
+// so the tolerances derived below for float round-off hold for either (a different reduction order
+// changes which roundings happen, not their bound).
 //
 // How backward ops are checked: for an op out = f(in), take L(in) = sum(out * R) with a random R.
 // The test evaluates dL/din by central finite differences of the DOUBLE reference forward, and
@@ -21,9 +27,42 @@
 #include <string>
 #include <vector>
 
+#include "backend.hpp"
 #include "kernels.hpp"
 
+#ifndef TRIDENT_TEST_BACKEND
+#define TRIDENT_TEST_BACKEND "kokkos"
+#endif
+
 namespace trident::kt {
+
+// The fixture of every kernel suite: k is the Kernels of the backend this executable tests. The CUDA
+// instantiation skips, visibly, where there is no device (and in a build without CUDA).
+class KernelTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (backend() == "cuda") {
+#if TRIDENT_HAVE_CUDA
+      if (!cuda_device_available())
+        GTEST_SKIP() << "no CUDA device: the CUDA instantiation of the kernel tests needs a GPU";
+      k = make_cuda_kernels();
+#else
+      GTEST_SKIP() << "no CUDA device: this build of trident has no CUDA backend";
+#endif
+    } else {
+      k = make_kokkos_kernels();
+    }
+  }
+  void TearDown() override { k.reset(); }
+  const std::string& backend() const { return GetParam(); }
+
+  std::unique_ptr<Kernels> k;
+};
+
+// Instantiates Suite (a KernelTest) for this executable's backend: test names end in /kokkos or /cuda.
+#define TRIDENT_INSTANTIATE_KERNEL_SUITE(Suite)                                                      \
+  INSTANTIATE_TEST_SUITE_P(Backend, Suite, ::testing::Values(std::string(TRIDENT_TEST_BACKEND)),   \
+                           [](const ::testing::TestParamInfo<std::string>& info) { return info.param; })
 
 using VecF = std::vector<float>;
 using VecD = std::vector<double>;
@@ -184,10 +223,10 @@ inline VecD ref_gelu(const VecD& x) {
   return out;
 }
 
-// qkv [B,T,3,NH,HD] -> out [B,T,NH,HD]; att [B,NH,T,T] probabilities (0 above the diagonal).
-inline VecD ref_attention(const VecD& qkv, int64_t B, int64_t T, int64_t NH, int64_t HD, VecD* att_out = nullptr) {
+// qkv [B,T,3,NH,HD] -> out [B,T,NH,HD]; lse [B,NH,T] = log sum_{j<=t} exp(q_t.k_j / sqrt(HD)).
+inline VecD ref_attention(const VecD& qkv, int64_t B, int64_t T, int64_t NH, int64_t HD, VecD* lse_out = nullptr) {
   const int64_t C = NH * HD;
-  VecD out(B * T * C, 0.0), att(B * NH * T * T, 0.0);
+  VecD out(B * T * C, 0.0), lse(B * NH * T, 0.0);
   const double scale = 1.0 / std::sqrt(double(HD));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < NH; ++h)
@@ -204,16 +243,47 @@ inline VecD ref_attention(const VecD& qkv, int64_t B, int64_t T, int64_t NH, int
         }
         double z = 0.0;
         for (int64_t j = 0; j <= t; ++j) z += std::exp(s[j] - m);
-        double* a = &att[((b * NH + h) * T + t) * T];
-        for (int64_t j = 0; j <= t; ++j) a[j] = std::exp(s[j] - m) / z;
+        lse[(b * NH + h) * T + t] = m + std::log(z);
         double* o = &out[(b * T + t) * C + h * HD];
         for (int64_t j = 0; j <= t; ++j) {
           const double* v = &qkv[(b * T + j) * 3 * C + 2 * C + h * HD];
-          for (int64_t e = 0; e < HD; ++e) o[e] += a[j] * v[e];
+          const double a = std::exp(s[j] - m) / z;
+          for (int64_t e = 0; e < HD; ++e) o[e] += a * v[e];
         }
       }
-  if (att_out) *att_out = att;
+  if (lse_out) *lse_out = lse;
   return out;
+}
+
+// The analytic gradient of sum(ref_attention(qkv) * dout) w.r.t. qkv, in double (for shapes where
+// finite differences would take too long; the tests check it against finite differences first).
+inline VecD ref_attention_backward(const VecD& qkv, const VecF& dout, int64_t B, int64_t T, int64_t NH, int64_t HD) {
+  const int64_t C = NH * HD;
+  VecD lse, dqkv(qkv.size(), 0.0);
+  const VecD out = ref_attention(qkv, B, T, NH, HD, &lse);
+  const double scale = 1.0 / std::sqrt(double(HD));
+  auto at = [&](int64_t b, int64_t t, int64_t part, int64_t h) { return (b * T + t) * 3 * C + part * C + h * HD; };
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < NH; ++h)
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t o = (b * T + t) * C + h * HD;
+        double D = 0.0;
+        for (int64_t e = 0; e < HD; ++e) D += double(dout[o + e]) * out[o + e];
+        for (int64_t j = 0; j <= t; ++j) {
+          double s = 0.0, dp = 0.0;
+          for (int64_t e = 0; e < HD; ++e) {
+            s += qkv[at(b, t, 0, h) + e] * qkv[at(b, j, 1, h) + e];
+            dp += double(dout[o + e]) * qkv[at(b, j, 2, h) + e];
+          }
+          const double p = std::exp(s * scale - lse[(b * NH + h) * T + t]), ds = p * (dp - D) * scale;
+          for (int64_t e = 0; e < HD; ++e) {
+            dqkv[at(b, t, 0, h) + e] += ds * qkv[at(b, j, 1, h) + e];
+            dqkv[at(b, j, 1, h) + e] += ds * qkv[at(b, t, 0, h) + e];
+            dqkv[at(b, j, 2, h) + e] += p * double(dout[o + e]);
+          }
+        }
+      }
+  return dqkv;
 }
 
 // Cross-entropy of rows of logits [N,V] (no padding): log-sum-exp - logit[target].

@@ -8,14 +8,11 @@
 namespace trident::kt {
 namespace {
 
-class BasicOpsTest : public ::testing::Test {
- protected:
-  std::unique_ptr<Kernels> k = make_kokkos_kernels();
-};
+class BasicOpsTest : public KernelTest {};
 
-TEST_F(BasicOpsTest, NameSaysKokkos) { EXPECT_EQ(k->name().rfind("kokkos-", 0), 0u) << k->name(); }
+TEST_P(BasicOpsTest, NameSaysTheBackend) { EXPECT_EQ(k->name().rfind(backend(), 0), 0u) << k->name(); }
 
-TEST_F(BasicOpsTest, AllocIsZeroedAndCopiesRoundTrip) {
+TEST_P(BasicOpsTest, AllocIsZeroedAndCopiesRoundTrip) {
   // Dirty some memory first, so a recycled block would show up non-zero.
   {
     Buf dirty(*k, random_vec(4099, 1, 1.0f, 2.0f));
@@ -32,7 +29,7 @@ TEST_F(BasicOpsTest, AllocIsZeroedAndCopiesRoundTrip) {
   for (float x : b.host()) ASSERT_EQ(x, 3.5f);
 }
 
-TEST_F(BasicOpsTest, AllocIntIsZeroed) {
+TEST_P(BasicOpsTest, AllocIntIsZeroed) {
   // Integers cannot be read back through the interface; a zeroed token buffer must embed row 0.
   const int64_t N = 5, C = 3, V = 4;
   int32_t* tokens = k->alloc_int(N);
@@ -44,7 +41,7 @@ TEST_F(BasicOpsTest, AllocIntIsZeroed) {
   k->free(tokens);
 }
 
-TEST_F(BasicOpsTest, Elementwise) {
+TEST_P(BasicOpsTest, Elementwise) {
   const int64_t n = 1000;
   const VecF a = random_vec(n, 4), b = random_vec(n, 5);
   Buf A(*k, a), B(*k, b), out(*k, n);
@@ -59,7 +56,7 @@ TEST_F(BasicOpsTest, Elementwise) {
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(o[i], a[i] * -0.25f);
 }
 
-TEST_F(BasicOpsTest, SumSquaresMatchesDoubleAndIsDeterministic) {
+TEST_P(BasicOpsTest, SumSquaresMatchesDoubleAndIsDeterministic) {
   // Not a multiple of the chunk (8192) nor of the lane count (8); values spread over 6 decades so
   // a float accumulator would be visibly off (relative error ~1e-4 at this length).
   const int64_t n = 3 * 8192 + 13;
@@ -77,7 +74,42 @@ TEST_F(BasicOpsTest, SumSquaresMatchesDoubleAndIsDeterministic) {
   EXPECT_EQ(k->sum_squares(x.get(), 1), double(v[0]) * double(v[0]));
 }
 
-TEST_F(BasicOpsTest, AdamWTwoStepsByHand) {
+TEST_P(BasicOpsTest, DeviceSideSumsAccumulate) {
+  // acc += sum x^2 and acc += sum x on a device-side double that starts non-zero: the step's
+  // gradient norm adds every tensor into one accumulator and copies it out once.
+  const int64_t n = 2 * 8192 + 5;
+  const VecF v = random_vec(n, 14);
+  double want_sq = 0.0, want_sum = 0.0;
+  for (float x : v) {
+    want_sq += double(x) * double(x);
+    want_sum += double(x);
+  }
+  Buf x(*k, v);
+  double* acc = k->alloc_double(2);
+  k->fill_double(acc, 0.5, 2);
+  k->sum_squares_into(acc, x.get(), n);
+  k->sum_squares_into(acc, x.get(), n);
+  k->sum_into(acc + 1, x.get(), n);
+  k->sum_into(acc + 1, x.get(), 0);  // adds nothing
+  double got[2] = {0, 0};
+  k->copy_to_host_double(got, acc, 2);
+  k->free(acc);
+  // Double accumulation of ~16k float terms: relative error <= n * 1.1e-16 of the sum of |terms|
+  // (sum |x| ~ n/2 ~ 8e3, so 1e-9 absolute bounds the plain sum, whose value may be near 0).
+  EXPECT_NEAR(got[0], 0.5 + 2.0 * want_sq, 1e-11 * want_sq);
+  EXPECT_NEAR(got[1], 0.5 + want_sum, 1e-9);
+}
+
+TEST_P(BasicOpsTest, MemoryAccountFollowsAllocations) {
+  const int64_t before = k->allocated_bytes();
+  float* p = k->alloc(1000);
+  EXPECT_GE(k->allocated_bytes(), before + 4000);
+  EXPECT_GE(k->peak_allocated_bytes(), k->allocated_bytes());
+  k->free(p);
+  EXPECT_EQ(k->allocated_bytes(), before);
+}
+
+TEST_P(BasicOpsTest, AdamWTwoStepsByHand) {
   // One parameter, p0 = 1, g1 = 0.5, g2 = -0.25, lr 0.01, betas (0.9, 0.95), eps 1e-8, wd 0.1.
   // Step 1: p = 0.999; m = 0.05; v = 0.0125; m^ = 0.05/0.1 = 0.5; v^ = 0.0125/0.05 = 0.25;
   //         p = 0.999 - 0.01 * 0.5 / (0.5 + 1e-8) = 0.9890000002.
@@ -104,7 +136,7 @@ TEST_F(BasicOpsTest, AdamWTwoStepsByHand) {
   EXPECT_NEAR(ph[1], 2.0 * 0.999 * 0.999, 3e-7);
 }
 
-TEST_F(BasicOpsTest, AdamWMatchesDoubleFormulaOverManyElements) {
+TEST_P(BasicOpsTest, AdamWMatchesDoubleFormulaOverManyElements) {
   const int64_t n = 777;
   const float lr = 3e-4f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.01f;
   VecD pd = to_double(random_vec(n, 7)), md(n, 0.0), vd(n, 0.0);
@@ -129,7 +161,7 @@ TEST_F(BasicOpsTest, AdamWMatchesDoubleFormulaOverManyElements) {
 }
 
 // Vocab shard [3, 7) of an 10-token vocabulary; tokens outside the shard embed to 0.
-TEST_F(BasicOpsTest, EmbeddingShardForwardBackward) {
+TEST_P(BasicOpsTest, EmbeddingShardForwardBackward) {
   const int64_t N = 8, C = 5, vb = 3, vc = 4;
   const std::vector<int32_t> tok = {3, 9, 5, 0, 6, 5, 3, 7};
   const VecF wte = random_vec(vc * C, 8);
@@ -165,7 +197,7 @@ TEST_F(BasicOpsTest, EmbeddingShardForwardBackward) {
   EXPECT_TRUE(same_bits(dW2.host(), g1));
 }
 
-TEST_F(BasicOpsTest, PositionForwardBackwardWithOffset) {
+TEST_P(BasicOpsTest, PositionForwardBackwardWithOffset) {
   const int64_t B = 3, T = 4, C = 6, t0 = 2, rows = t0 + T + 1;
   const VecF x = random_vec(B * T * C, 10), wpe = random_vec(rows * C, 11);
   Buf out(*k, x), W(*k, wpe);
@@ -195,6 +227,8 @@ TEST_F(BasicOpsTest, PositionForwardBackwardWithOffset) {
   for (int64_t r : {int64_t(0), int64_t(1), rows - 1})
     for (int64_t c = 0; c < C; ++c) EXPECT_EQ(g[r * C + c], base[r * C + c]);
 }
+
+TRIDENT_INSTANTIATE_KERNEL_SUITE(BasicOpsTest);
 
 }  // namespace
 }  // namespace trident::kt

@@ -11,9 +11,8 @@
 namespace trident::kt {
 namespace {
 
-class XentTest : public ::testing::Test {
+class XentTest : public KernelTest {
  protected:
-  std::unique_ptr<Kernels> k = make_kokkos_kernels();
 
   struct Result {
     VecF losses, grad, rowmax, sumexp, target_logit;
@@ -42,7 +41,7 @@ VecD fd_xent(const VecF& logits, const std::vector<int32_t>& targets, int64_t N,
       to_double(logits));
 }
 
-TEST_F(XentTest, LossAndGradientMatchReference) {
+TEST_P(XentTest, LossAndGradientMatchReference) {
   const int64_t N = 4, V = 11;
   const VecF logits = random_vec(N * V, 80, -3.0f, 3.0f);
   const std::vector<int32_t> targets = {0, 10, 5, 5};
@@ -55,7 +54,7 @@ TEST_F(XentTest, LossAndGradientMatchReference) {
   for (int64_t i = 0; i < N; ++i) EXPECT_EQ(r.target_logit[i], logits[i * V + targets[i]]);
 }
 
-TEST_F(XentTest, PaddingColumnsAreIgnoredAndGetZeroGradient) {
+TEST_P(XentTest, PaddingColumnsAreIgnoredAndGetZeroGradient) {
   const int64_t N = 4, V = 11, S = 16;
   const VecF logits = random_vec(N * V, 81, -3.0f, 3.0f);
   const std::vector<int32_t> targets = {3, 0, 10, 7};
@@ -78,7 +77,7 @@ TEST_F(XentTest, PaddingColumnsAreIgnoredAndGetZeroGradient) {
   EXPECT_TRUE(close(b.losses, ref_xent(to_double(logits), targets, N, V), 1e-6, 1e-6));
 }
 
-TEST_F(XentTest, TwoVocabShardsCombineToTheUnshardedResult) {
+TEST_P(XentTest, TwoVocabShardsCombineToTheUnshardedResult) {
   // V = 11 split as [0, 6) and [6, 11), each shard padded to stride 8. Between phases the test plays
   // the tensor-parallel group: MAX of the row maxima, SUM of sumexp and target_logit.
   const int64_t N = 5, V = 11, S = 8;
@@ -139,7 +138,7 @@ TEST_F(XentTest, TwoVocabShardsCombineToTheUnshardedResult) {
   EXPECT_TRUE(close(joined, fd_xent(logits, targets, N, V, scale), 1e-6, 1e-5));
 }
 
-TEST_F(XentTest, LargeLogitsAreStable) {
+TEST_P(XentTest, LargeLogitsAreStable) {
   // Logits ~1e4: exp(1e4) overflows a float (and a double) without the row max subtracted.
   const int64_t N = 4, V = 9;
   VecF logits = random_vec(N * V, 83, -1e4f, 1e4f);
@@ -163,7 +162,7 @@ TEST_F(XentTest, LargeLogitsAreStable) {
   EXPECT_NEAR(r.grad[3 * V + 2], 1.0 / V - 1.0, 1e-6);
 }
 
-TEST_F(XentTest, IsDeterministic) {
+TEST_P(XentTest, IsDeterministic) {
   const int64_t N = 6, V = 1000, S = 1024;
   const VecF logits = random_vec(N * S, 84, -5.0f, 5.0f);
   const std::vector<int32_t> targets = {1, 999, 500, 0, 7, 123};
@@ -172,6 +171,8 @@ TEST_F(XentTest, IsDeterministic) {
   EXPECT_TRUE(same_bits(a.grad, b.grad));
   EXPECT_TRUE(same_bits(a.sumexp, b.sumexp));
 }
+
+TRIDENT_INSTANTIATE_KERNEL_SUITE(XentTest);
 
 }  // namespace
 }  // namespace trident::kt

@@ -9,14 +9,11 @@
 namespace trident::kt {
 namespace {
 
-class LayersTest : public ::testing::Test {
- protected:
-  std::unique_ptr<Kernels> k = make_kokkos_kernels();
-};
+class LayersTest : public KernelTest {};
 
 // ---------------------------------------------------------------- matmul
 
-TEST_F(LayersTest, MatmulForwardMatchesReference) {
+TEST_P(LayersTest, MatmulForwardMatchesReference) {
   const int64_t N = 5, IC = 7, OC = 6;
   const VecF x = random_vec(N * IC, 20), w = random_vec(OC * IC, 21), b = random_vec(OC, 22);
   Buf X(*k, x), W(*k, w), Bb(*k, b), out(*k, N * OC);
@@ -29,7 +26,7 @@ TEST_F(LayersTest, MatmulForwardMatchesReference) {
   EXPECT_TRUE(close(out.host(), ref_matmul(to_double(x), to_double(w), nullptr, N, IC, OC), 1e-5, 1e-5));
 }
 
-TEST_F(LayersTest, MatmulForwardLargerShapeMatchesReference) {
+TEST_P(LayersTest, MatmulForwardLargerShapeMatchesReference) {
   // Big enough for the BLAS blocking/packing paths. 96 products: error <= 96 * 6e-8 * sum|x w|
   // (~24 for uniform(-1,1) data) ~ 1.4e-4 worst case.
   const int64_t N = 64, IC = 96, OC = 80;
@@ -54,7 +51,7 @@ struct MatmulCase {
   }
 };
 
-TEST_F(LayersTest, MatmulBackwardMatchesFiniteDifferences) {
+TEST_P(LayersTest, MatmulBackwardMatchesFiniteDifferences) {
   MatmulCase c;
   const int64_t N = c.N, IC = c.IC, OC = c.OC;
   Buf X(*k, c.x), W(*k, c.w), dout(*k, c.R), dX(*k, N * IC), dW(*k, OC * IC), dB(*k, OC);
@@ -65,7 +62,7 @@ TEST_F(LayersTest, MatmulBackwardMatchesFiniteDifferences) {
   EXPECT_TRUE(close(dB.host(), c.fd_b, 1e-4, 1e-4));
 }
 
-TEST_F(LayersTest, MatmulBackwardAccumulatesAndSkipsNullOutputs) {
+TEST_P(LayersTest, MatmulBackwardAccumulatesAndSkipsNullOutputs) {
   MatmulCase c;
   const int64_t N = c.N, IC = c.IC, OC = c.OC;
   Buf X(*k, c.x), W(*k, c.w), dout(*k, c.R);
@@ -93,7 +90,7 @@ TEST_F(LayersTest, MatmulBackwardAccumulatesAndSkipsNullOutputs) {
   EXPECT_TRUE(close(dB1.host(), c.fd_b, 1e-4, 1e-4));
 }
 
-TEST_F(LayersTest, MatmulIsDeterministic) {
+TEST_P(LayersTest, MatmulIsDeterministic) {
   const int64_t N = 48, IC = 64, OC = 40;
   const VecF x = random_vec(N * IC, 37), w = random_vec(OC * IC, 38), b = random_vec(OC, 39),
              r = random_vec(N * OC, 40);
@@ -113,14 +110,16 @@ TEST_F(LayersTest, MatmulIsDeterministic) {
   }
 }
 
-// Every GEMM must reach the BLAS library: KokkosBlas::gemm pushes a profiling region named after
+// Every Kokkos GEMM must reach the BLAS library: KokkosBlas::gemm pushes a profiling region named after
 // the implementation it picked ("[TPL_BLAS,float]" for sgemm, "[ETI]"/"[noETI]" for its own kernel).
+// Attention calls cblas_sgemm itself (strided head operands, see kokkos/attention.hpp): no region.
 std::vector<std::string>* g_regions = nullptr;
 void record_region(const char* name) {
   if (g_regions) g_regions->push_back(name);
 }
 
-TEST_F(LayersTest, AllGemmsDispatchToBlas) {
+TEST_P(LayersTest, AllGemmsDispatchToBlas) {
+  if (backend() != "kokkos") GTEST_SKIP() << "KokkosBlas dispatch is a property of the Kokkos backend";
   std::vector<std::string> regions;
   g_regions = &regions;
   Kokkos::Tools::Experimental::set_push_region_callback(record_region);
@@ -130,10 +129,9 @@ TEST_F(LayersTest, AllGemmsDispatchToBlas) {
   k->matmul_forward(out.get(), X.get(), W.get(), nullptr, N, IC, OC);
   k->matmul_backward(dX.get(), dW.get(), dB.get(), out.get(), X.get(), W.get(), N, IC, OC);
   const int64_t B = 2, T = 5, NH = 3, HD = 4, C = NH * HD;
-  Buf qkv(*k, random_vec(B * T * 3 * C, 43)), y(*k, B * T * C), att(*k, B * NH * T * T),
-      dqkv(*k, B * T * 3 * C);
-  k->attention_forward(y.get(), att.get(), qkv.get(), B, T, NH, HD);
-  k->attention_backward(dqkv.get(), y.get(), qkv.get(), att.get(), B, T, NH, HD);
+  Buf qkv(*k, random_vec(B * T * 3 * C, 43)), y(*k, B * T * C), lse(*k, B * NH * T), dqkv(*k, B * T * 3 * C);
+  k->attention_forward(y.get(), lse.get(), qkv.get(), B, T, NH, HD);
+  k->attention_backward(dqkv.get(), y.get(), qkv.get(), y.get(), lse.get(), B, T, NH, HD);
   k->fence();
   Kokkos::Tools::Experimental::set_push_region_callback(nullptr);
   g_regions = nullptr;
@@ -144,8 +142,7 @@ TEST_F(LayersTest, AllGemmsDispatchToBlas) {
     else if (r.rfind("KokkosBlas::gemm", 0) == 0)
       ++other;
   }
-  // matmul: 1 forward + 2 backward; attention: 2 per head forward, 4 per head backward.
-  EXPECT_EQ(blas, 1 + 2 + 2 * B * NH + 4 * B * NH);
+  EXPECT_EQ(blas, 1 + 2);  // matmul: 1 forward + 2 backward
   EXPECT_EQ(other, 0);
 }
 
@@ -157,7 +154,7 @@ struct LayerNormCase {
   VecF R = random_vec(N * C, 53);
 };
 
-TEST_F(LayersTest, LayerNormForwardMatchesReference) {
+TEST_P(LayersTest, LayerNormForwardMatchesReference) {
   LayerNormCase c;
   const int64_t N = c.N, C = c.C;
   Buf X(*k, c.x), W(*k, c.w), Bb(*k, c.b), out(*k, N * C), mean(*k, N), rstd(*k, N);
@@ -170,7 +167,7 @@ TEST_F(LayersTest, LayerNormForwardMatchesReference) {
   EXPECT_TRUE(close(rstd.host(), rs, 0, 1e-6));
 }
 
-TEST_F(LayersTest, LayerNormLargeOffsetStaysAccurate) {
+TEST_P(LayersTest, LayerNormLargeOffsetStaysAccurate) {
   // x = 1000 + u, |u| <= 1, C = 768: a single-pass float E[x^2] - E[x]^2 would lose every digit of
   // the variance (~1/3 against rounding of ~1e6 * 6e-8 * sqrt(768)); double two-pass keeps ~1e-6.
   const int64_t N = 3, C = 768;
@@ -185,7 +182,7 @@ TEST_F(LayersTest, LayerNormLargeOffsetStaysAccurate) {
   EXPECT_TRUE(close(rstd.host(), rs, 0, 1e-6));
 }
 
-TEST_F(LayersTest, LayerNormBackwardMatchesFiniteDifferences) {
+TEST_P(LayersTest, LayerNormBackwardMatchesFiniteDifferences) {
   LayerNormCase c;
   const int64_t N = c.N, C = c.C;
   const VecD xd = to_double(c.x), wd = to_double(c.w), bd = to_double(c.b);
@@ -219,7 +216,7 @@ TEST_F(LayersTest, LayerNormBackwardMatchesFiniteDifferences) {
 
 // ---------------------------------------------------------------- GELU
 
-TEST_F(LayersTest, GeluForwardMatchesReference) {
+TEST_P(LayersTest, GeluForwardMatchesReference) {
   VecF x = random_vec(200, 60, -6.0f, 6.0f);
   x.insert(x.end(), {0.0f, 1.0f, -1.0f, 20.0f, -20.0f, 1e-4f});
   Buf X(*k, x), out(*k, int64_t(x.size()));
@@ -233,7 +230,7 @@ TEST_F(LayersTest, GeluForwardMatchesReference) {
   EXPECT_EQ(o[204], 0.0f);
 }
 
-TEST_F(LayersTest, GeluBackwardMatchesFiniteDifferencesAndAccumulates) {
+TEST_P(LayersTest, GeluBackwardMatchesFiniteDifferencesAndAccumulates) {
   const int64_t n = 64;
   const VecF x = random_vec(n, 61, -5.0f, 5.0f), R = random_vec(n, 62);
   const VecD fd = fd_gradient([&](const VecD& v) { return dot(ref_gelu(v), R); }, to_double(x));
@@ -244,6 +241,8 @@ TEST_F(LayersTest, GeluBackwardMatchesFiniteDifferencesAndAccumulates) {
   k->gelu_backward(dX.get(), X.get(), dout.get(), n);
   EXPECT_TRUE(same_bits(dX.host(), to_float(scaled(g, 2.0))));  // g + g is exact
 }
+
+TRIDENT_INSTANTIATE_KERNEL_SUITE(LayersTest);
 
 }  // namespace
 }  // namespace trident::kt
