@@ -17,8 +17,6 @@
 // Tiles are processed one after another in a fixed order and BLAS is deterministic: bit-identical reruns.
 #include <cblas.h>
 
-#include <type_traits>
-
 #include "kokkos/common.hpp"
 
 namespace trident::kk {
