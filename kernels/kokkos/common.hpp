@@ -34,12 +34,6 @@ using Mat = Kokkos::View<float**, Kokkos::LayoutRight, Device<ES>, Unmanaged>;
 template <class ES>
 using CMat = Kokkos::View<const float**, Kokkos::LayoutRight, Device<ES>, Unmanaged>;
 
-// Row-major 4-D views ([B,NH,T,HD] / [B,NH,T,T] in attention).
-template <class ES>
-using Ten4 = Kokkos::View<float****, Kokkos::LayoutRight, Device<ES>, Unmanaged>;
-template <class ES>
-using CTen4 = Kokkos::View<const float****, Kokkos::LayoutRight, Device<ES>, Unmanaged>;
-
 template <class ES>
 using Range = Kokkos::RangePolicy<ES, Kokkos::IndexType<int64_t>>;
 

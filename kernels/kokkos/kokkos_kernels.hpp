@@ -1,7 +1,7 @@
 #pragma once
 // KokkosKernels<ExecSpace>: the Kernels interface on one Kokkos execution space. Each method wraps
 // the raw pointers in unmanaged Views of ExecSpace::memory_space and calls the templated kernels of
-// the per-concern headers. The object owns a workspace (attention permutations, reduction partials)
+// the per-concern headers. The object owns a workspace (attention tiles, reduction partials)
 // that grows on demand and is never shrunk.
 #include <algorithm>
 #include <string>
