@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/model_inputs.hpp"
 #include "common/test_support.hpp"
 #include "deck/deck.hpp"
 #include "kernels.hpp"
@@ -43,25 +44,10 @@ ModelConfig small_model(bool tied) {
   return m;
 }
 
-std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<int32_t> dist(0, int32_t(vocab - 1));
-  std::vector<int32_t> v(n);
-  for (auto& t : v) t = dist(gen);
-  return v;
-}
-
-// Random GPT-2 parameters, with LayerNorm weights and biases moved off 1 and 0 so they matter.
 std::vector<float> random_params(const ParameterLayout& layout, double std, uint64_t seed) {
-  std::vector<float> host(layout.total());
-  init_parameters(layout, std, seed, host.data());
-  std::mt19937 gen{uint32_t(seed)};
-  std::normal_distribution<float> n(0.f, 0.05f);
-  for (const auto& t : layout.tensors())
-    if (t.kind == ParamKind::Bias || t.kind == ParamKind::NormBias || t.kind == ParamKind::NormWeight)
-      for (int64_t i = 0; i < t.numel; ++i) host[t.offset + i] += n(gen);
-  return host;
+  return test::random_params(layout, std, seed, 0.05f);
 }
+using test::random_tokens;
 
 struct Result {
   double loss_sum = 0;
