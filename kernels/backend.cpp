@@ -58,9 +58,16 @@ class CudaBackend final : public ComputeBackend {
 
 }  // namespace
 
+void require_cuda_build() {
+#if !TRIDENT_HAVE_CUDA
+  throw Error("runtime.backend = \"cuda\" needs a CUDA build of trident (this one was built without CUDA)");
+#endif
+}
+
 #if !TRIDENT_HAVE_CUDA
 std::unique_ptr<Kernels> make_cuda_kernels() {
-  throw Error("runtime.backend = \"cuda\" needs a CUDA build of trident (this one was built without CUDA)");
+  require_cuda_build();
+  return nullptr;
 }
 #endif
 
@@ -79,7 +86,7 @@ std::unique_ptr<ComputeBackend> start_backend(Backend backend, int local_rank, i
 #else
   (void)local_rank;
   (void)local_size;
-  make_cuda_kernels();  // throws: this build has no CUDA
+  require_cuda_build();  // throws: this build has no CUDA
   return nullptr;
 #endif
 }

@@ -27,4 +27,7 @@ std::unique_ptr<ComputeBackend> start_backend(Backend backend, int local_rank = 
 // True in a CUDA build on a machine with a usable CUDA device (tests use it to skip visibly).
 bool cuda_device_available();
 
+// Throws trident::Error when this build of trident has no CUDA backend.
+void require_cuda_build();
+
 }  // namespace trident

@@ -19,9 +19,8 @@
 // counters give the median step of the run (median_ms), the median process CPU time of a step over
 // all threads (cpu_median_ms: at one thread, what the step costs without the waits a loaded machine
 // adds; at two, it also counts OpenBLAS workers' spinning), the model GFLOP/s of median_ms (the
-// train/flops.hpp convention: 6 * parameters + 12 * L * C * T per token), and for the sgemm
-// benchmark its GFLOP/s on the GEMM FLOPs it executes (which equal the model FLOPs minus the
-// parameter-count terms of biases, LayerNorms and embeddings, < 0.05% here).
+// model/flops.hpp convention: every GEMM of the step), and for the sgemm benchmark its GFLOP/s on
+// the GEMM FLOPs it executes (the same count).
 //
 // Extra modes, handled before Google Benchmark sees the arguments:
 //   --profile=STEPS          per-Kernels-operation wall time over STEPS steps (after one warm-up
@@ -51,7 +50,7 @@
 #include "kernels.hpp"
 #include "model/gpt.hpp"
 #include "model/parameters.hpp"
-#include "train/flops.hpp"
+#include "model/flops.hpp"
 #include "train/metrics.hpp"
 #include "train/trainer.hpp"
 
@@ -223,9 +222,7 @@ trident::Trainer& trainer() {
   if (!g_trainer) {
     const trident::Config cfg = bench_config();
     g_trainer = std::make_unique<trident::Trainer>(cfg, *g_kernels);
-    const trident::GptShapes s = trident::GptShapes::from(cfg.model);
-    g_flops_per_step = trident::model_flops_per_token(s, trident::parameter_count(cfg.model)) *
-                       double(cfg.tokens_per_step());
+    g_flops_per_step = trident::model_flops_per_token(cfg.model) * double(cfg.tokens_per_step());
     g_trainer->train_step(++g_step);  // warm-up: first touch of every buffer, BLAS thread start
   }
   return *g_trainer;

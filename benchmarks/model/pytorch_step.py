@@ -157,7 +157,8 @@ def main():
         times.append((time.perf_counter() - t0) * 1e3)
 
     L, C = args.layers, args.hidden
-    flops_per_token = 6.0 * params + 12.0 * L * C * T  # train/flops.hpp convention (tied head counted once)
+    F = 4 * C  # model/flops.hpp convention: every GEMM, backward twice the forward
+    flops_per_token = 3.0 * (L * (6 * C * C + 2 * C * C + 4 * C * F + 4 * T * C) + 2 * C * args.vocab)
     med = statistics.median(times)
     gflops = flops_per_token * B * T / (med / 1e3) / 1e9
     core, blas_threads = openblas_core()

@@ -8,6 +8,7 @@
 #include "comm/mesh.hpp"
 #include "core/log.hpp"
 #include "planner/plan_command.hpp"
+#include "train/preflight.hpp"
 
 namespace trident {
 
@@ -17,8 +18,12 @@ Config load_deck_logged(const DeckArgs& args, const DeckOptions& options) {
   return cfg;
 }
 
-int run_check(const DeckArgs& args) {
-  const Config cfg = load_deck_logged(args, DeckOptions{});
+int run_check(const CheckArgs& args) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const int ranks = args.ranks > 0 ? args.ranks : (world > 1 ? world : 0);
+  const Config cfg = load_deck_logged(args, DeckOptions{ranks});
+  if (!args.deck_only) check_trainable(cfg);  // the same refusals, with the same messages, as `train`
   if (!log::is_root()) return 0;
   const auto& m = cfg.model;
   std::cout << "# resolved configuration of " << cfg.source << "\n" << cfg.resolved_toml;
@@ -32,7 +37,14 @@ int run_check(const DeckArgs& args) {
       parameter_count(m), parameter_count(m) / 1e9, cfg.tokens_per_step(), cfg.micro_batches_per_step(),
       cfg.train.micro_batch, cfg.mesh.dp, cfg.mesh.world_size(), cfg.mesh.tp, cfg.mesh.pp, cfg.mesh.dp, m.head_dim());
   std::cout << planner::check_memory_report(cfg);
-  std::cout << "deck OK\n";
+  if (args.deck_only) {
+    std::cout << "deck valid (--deck-only: data and build features not checked)\n";
+  } else if (ranks == 0) {
+    std::cout << fmt::format("deck OK: `train` starts when launched on {} rank(s) (check with --ranks N)\n",
+                             cfg.mesh.world_size());
+  } else {
+    std::cout << fmt::format("deck OK on {} rank(s)\n", ranks);
+  }
   return 0;
 }
 

@@ -38,11 +38,16 @@ int parse_and_run(int argc, char** argv) {
                                         (TRIDENT_CUDA_ENABLED ? " (CUDA build)" : " (CPU build)"));
   app.require_subcommand(1);
 
-  DeckArgs train_args, check_args, topo_args;
+  DeckArgs train_args, topo_args;
+  CheckArgs check_args;
   auto* train = app.add_subcommand("train", "Train the model the deck describes");
   add_deck_args(train, train_args);
   auto* check = app.add_subcommand("check", "Validate a deck and print the resolved configuration and derived figures");
   add_deck_args(check, check_args);
+  check->add_option("--ranks", check_args.ranks, "Check for a launch on this many ranks (default: mpiexec's world)")
+      ->check(CLI::PositiveNumber);
+  check->add_flag("--deck-only", check_args.deck_only,
+                  "Validate the deck only, not whether `train` can start (data, build features)");
   auto* topology = app.add_subcommand("topology", "Print each rank's node and (dp, pp, tp) coordinates and every group");
   add_deck_args(topology, topo_args);
   auto* reference = app.add_subcommand("deck-reference", "Print the Markdown reference of every deck key");

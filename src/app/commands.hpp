@@ -14,8 +14,16 @@ struct DeckArgs {
   std::vector<std::string> overrides;  // --set section.key=value
 };
 
+// `check` checks what `train` would refuse, for a launch on `ranks` ranks (0: the world size when run
+// under mpiexec with several ranks, otherwise the size is only reported); deck_only: the deck alone
+// (decks for planning, whose data is a placeholder).
+struct CheckArgs : DeckArgs {
+  int ranks = 0;
+  bool deck_only = false;
+};
+
 int run_train(const DeckArgs& args);
-int run_check(const DeckArgs& args);
+int run_check(const CheckArgs& args);
 int run_topology(const DeckArgs& args);
 
 // `trident ckpt list|inspect|verify|export`.

@@ -5,6 +5,7 @@
 #include "backend.hpp"
 #include "comm/mesh.hpp"
 #include "core/log.hpp"
+#include "train/preflight.hpp"
 #include "train/trainer.hpp"
 
 namespace trident {
@@ -13,6 +14,7 @@ int run_train(const DeckArgs& args) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   const Config cfg = load_deck_logged(args, DeckOptions{world});
+  check_supported(cfg);  // before the backend starts: `check` refuses the same, in the same order
   log::info("trident train {} (tp {} x pp {} x dp {}, {} ranks)", cfg.source, cfg.mesh.tp, cfg.mesh.pp, cfg.mesh.dp,
             world);
   ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);

@@ -40,7 +40,7 @@ void check_mpi(int rc, const char* what) {
 }  // namespace
 
 const char* to_string(CommOp op) {
-  static const char* names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "send", "recv"};
+  static const char* names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "send", "recv", "reduce"};
   return names[static_cast<int>(op)];
 }
 
@@ -177,7 +177,7 @@ template <class T> Request Group::iall_reduce(T* data, int64_t n, ReduceOp op) {
 template <class T> Request Group::ireduce(T* data, int64_t n, int root) {
   Request r;
   if (size_ == 1) return r;
-  counters_.add(CommOp::ReduceScatter, n * int64_t(sizeof(T)));
+  counters_.add(CommOp::Reduce, n * int64_t(sizeof(T)));
   TRIDENT_CHECK(!on_device(data), "Group::ireduce: device buffers are not supported (NCCL path not built)");
   const void* send = rank_ == root ? MPI_IN_PLACE : static_cast<const void*>(data);
   check_mpi(MPI_Ireduce(send, data, count(n), mpi_type<T>(), MPI_SUM, root, comm_, &r.mpi), "MPI_Ireduce");
@@ -187,7 +187,7 @@ template <class T> Request Group::ireduce(T* data, int64_t n, int root) {
 template <class T> Request Group::ibroadcast(T* data, int64_t n, int root) {
   Request r;
   if (size_ == 1) return r;
-  counters_.add(CommOp::AllGather, n * int64_t(sizeof(T)));
+  counters_.add(CommOp::Broadcast, n * int64_t(sizeof(T)));
   TRIDENT_CHECK(!on_device(data), "Group::ibroadcast: device buffers are not supported (NCCL path not built)");
   check_mpi(MPI_Ibcast(data, count(n), mpi_type<T>(), root, comm_, &r.mpi), "MPI_Ibcast");
   return r;

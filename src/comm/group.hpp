@@ -17,11 +17,11 @@ namespace trident {
 
 enum class ReduceOp { Sum, Max };
 
-enum class CommOp { AllReduce, ReduceScatter, AllGather, Broadcast, Send, Recv, kCount };
+enum class CommOp { AllReduce, ReduceScatter, AllGather, Broadcast, Send, Recv, Reduce, kCount };
 const char* to_string(CommOp op);
 
 // Logical payload bytes per operation kind, as seen by this rank (groups of one rank move nothing): all-reduce n elements counts n,
-// reduce-scatter counts the full input, all-gather the full output, send/recv the message.
+// reduce-scatter counts the full input, all-gather the full output, reduce and broadcast the buffer, send/recv the message.
 struct CommCounters {
   std::array<int64_t, static_cast<size_t>(CommOp::kCount)> bytes{};
   std::array<int64_t, static_cast<size_t>(CommOp::kCount)> calls{};
@@ -68,9 +68,9 @@ class Group {
   template <class T> Request irecv(T* data, int64_t n, int source, int tag = 0);
   template <class T> Request iall_reduce(T* data, int64_t n, ReduceOp op = ReduceOp::Sum);
   // Sum of every rank's data[0, n) into root's data (in place there; the others' data is only read).
-  // Counted as reduce-scatter traffic: ZeRO-2 reduces each gradient segment to the rank that owns it.
+  // ZeRO-2 reduces each gradient segment to the rank that owns it.
   template <class T> Request ireduce(T* data, int64_t n, int root);
-  // Root's data[0, n) to every rank, in place (counted as all-gather: ZeRO gathers the updated shards).
+  // Root's data[0, n) to every rank, in place (ZeRO sends each updated shard from its owner).
   template <class T> Request ibroadcast(T* data, int64_t n, int root);
   void wait(Request& r);
   void wait_all(std::vector<Request>& rs);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <filesystem>
 
 extern "C" char* openblas_get_corename(void);
 
@@ -42,7 +43,10 @@ void tune_blas_for_this_cpu(int /*argc*/, char** argv) {
   const char* core = better_core_type();
   if (!core) return;
   setenv("OPENBLAS_CORETYPE", core, 1);
-  execv("/proc/self/exe", argv);  // only returns on failure: then run on with the slow kernels
+  // The executable's real path, not /proc/self/exe: the process name (ps, top, pgrep) comes from it.
+  std::error_code ec;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (!ec) execv(self.c_str(), argv);  // only returns on failure: then run on with the slow kernels
 }
 
 }  // namespace trident

@@ -6,19 +6,13 @@
 #include <random>
 
 #include "core/error.hpp"
+#include "core/splitmix64.hpp"
 #include "data/dataset.hpp"
 
 namespace trident {
 namespace {
 
 __extension__ typedef unsigned __int128 u128;
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 // Uniform integer in [0, bound) from raw 64-bit outputs (Lemire, "Fast random integer generation
 // in an interval", 2019): unbiased and identical on every platform.

@@ -111,6 +111,7 @@ class GptModel {
   // parameters (LayerNorms, position embedding) saw only this rank's tokens, so their gradients are
   // summed over the TP group. Without it this does nothing.
   void finish_gradients();
+  bool sequence_parallel() const { return sp_; }
 
   // Adds the squared gradients of the flat elements [begin, end) (end -1: all) onto sums[0] (tensors
   // sharded over TP) and sums[1] (replicated over TP), two doubles in backend memory. `skip_wte`

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/splitmix64.hpp"
 #include "io/safetensors.hpp"
 
 namespace trident {
@@ -74,13 +75,6 @@ const ParamTensor& ParameterLayout::find(const std::string& name) const {
 }
 
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 0xcbf29ce484222325ULL;
@@ -203,7 +197,7 @@ namespace {
 // Calls copy(global_offset, local_offset, count) for each contiguous run of rank `local`'s slice of
 // tensor t inside the whole tensor (both offsets relative to the tensor's start).
 template <class Copy>
-void for_each_slice_run(const ParamTensor& t, int tp_rank, int tp_size, Copy copy) {
+void for_each_slice_run(const ParamTensor& t, int tp_rank, Copy copy) {
   const int64_t rows = t.shape[0];
   const int64_t cols = t.shape.size() > 1 ? t.shape[1] : 1;
   const int64_t global_cols = t.global_shape.size() > 1 ? t.global_shape[1] : 1;
@@ -233,7 +227,7 @@ void shard_parameters(const ParameterLayout& global, const float* global_host, c
   for (const auto& t : local.tensors()) {
     const float* src = global_host + global.find(t.name).offset;  // `global` may be the whole model
     float* dst = local_host + t.offset;
-    for_each_slice_run(t, local.tp_rank(), local.tp_size(), [&](int64_t g, int64_t l, int64_t n) {
+    for_each_slice_run(t, local.tp_rank(), [&](int64_t g, int64_t l, int64_t n) {
       std::memcpy(dst + l, src + g, sizeof(float) * n);
     });
   }
@@ -244,7 +238,7 @@ void unshard_parameters(const ParameterLayout& local, const float* local_host, c
   for (const auto& t : local.tensors()) {
     const float* src = local_host + t.offset;
     float* dst = global_host + global.find(t.name).offset;
-    for_each_slice_run(t, local.tp_rank(), local.tp_size(), [&](int64_t g, int64_t l, int64_t n) {
+    for_each_slice_run(t, local.tp_rank(), [&](int64_t g, int64_t l, int64_t n) {
       std::memcpy(dst + g, src + l, sizeof(float) * n);
     });
   }

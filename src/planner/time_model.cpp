@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "model/flops.hpp"
 
 namespace trident::planner {
 
@@ -31,17 +32,6 @@ double allgather_seconds(double bytes, int n, const LinkSpec& link) {
 double reduce_scatter_seconds(double bytes, int n, const LinkSpec& link) { return allgather_seconds(bytes, n, link); }
 
 double p2p_seconds(double bytes, const LinkSpec& link) { return latency(link) + transfer(bytes, link); }
-
-double layer_forward_flops(const ModelConfig& m, double tokens) {
-  const double C = double(m.hidden), F = double(ffn_hidden_of(m)), s = double(m.seq_len);
-  return tokens * (2 * C * 3 * C + 2 * C * C + 2 * 2 * C * F) + 4 * tokens * s * C;
-}
-
-double model_flops_per_step(const ModelConfig& m, int64_t global_batch) {
-  const double tokens = double(global_batch) * double(m.seq_len);
-  const double head = 2 * tokens * double(m.hidden) * double(m.vocab_size);
-  return 3.0 * (double(m.layers) * layer_forward_flops(m, tokens) + head);
-}
 
 double gemm_rate(const ClusterSpec& c, Precision precision, double gemm_flops) {
   const bool bf16 = precision == Precision::BF16;
@@ -199,7 +189,7 @@ TimeBreakdown estimate_time(const Config& cfg, const ClusterSpec& cluster, const
 
   const double tokens = double(cfg.train.global_batch) * s;
   tb.tokens_per_s = tokens / tb.step;
-  tb.model_flops = model_flops_per_step(m, cfg.train.global_batch);
+  tb.model_flops = model_flops_per_token(m) * tokens;
   double hw = tb.model_flops + 3.0 * 2.0 * tokens * C * (Vp - double(m.vocab_size));
   if (l.recompute == Recompute::Full) hw += double(m.layers) * layer_forward_flops(m, tokens);
   if (l.recompute == Recompute::Selective) hw += double(m.layers) * 4 * tokens * s * C;

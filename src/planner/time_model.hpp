@@ -21,14 +21,6 @@ double allgather_seconds(double bytes, int n, const LinkSpec& link);
 double reduce_scatter_seconds(double bytes, int n, const LinkSpec& link);
 double p2p_seconds(double bytes, const LinkSpec& link);
 
-// GEMM FLOPs of the forward pass of one transformer layer for `tokens` = b*s tokens of a sequence of
-// `seq` (Narayanan et al. 2021, Sec. 5.1: 24bsh^2 + 4bs^2h when ffn = 4h): QKV 6bsh^2, scores and
-// attention over values 4bs^2h (causal masking not subtracted), output projection 2bsh^2, MLP 4bsh*ffn.
-double layer_forward_flops(const ModelConfig& m, double tokens);
-// Model FLOPs of one optimizer step (forward + backward = 3x forward, LM head included, embeddings'
-// lookups free, no recompute): the figure MFU is computed from.
-double model_flops_per_step(const ModelConfig& m, int64_t global_batch);
-
 // Achievable GEMM rate (FLOP/s) for GEMMs of `gemm_flops` each: peak * efficiency * W/(W + W_half).
 double gemm_rate(const ClusterSpec& c, Precision precision, double gemm_flops);
 

@@ -12,29 +12,17 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "distributed/zero_partition.hpp"
+#include "model/flops.hpp"
 #include "optim/lr_schedule.hpp"
 #include "pipeline/partition.hpp"
 #include "train/checkpointing.hpp"
-#include "train/flops.hpp"
+#include "train/preflight.hpp"
 
 namespace trident {
-namespace {
-
-// Refuses what this build cannot do yet, naming it, instead of silently ignoring deck keys.
-void require_supported(const Config& cfg, const ParallelMesh* mesh) {
-  TRIDENT_CHECK(mesh || cfg.mesh.world_size() == 1, "a parallel layout needs a ParallelMesh");
-  if (cfg.runtime.backend == Backend::Cuda && cfg.mesh.world_size() > 1)
-    throw NotImplemented(fmt::format("training on the cuda backend with {} ranks (tp {} x pp {} x dp {}): GPU "
-                                     "communication is not built yet; one GPU rank trains",
-                                     cfg.mesh.world_size(), cfg.mesh.tp, cfg.mesh.pp, cfg.mesh.dp));
-  if (cfg.train.precision == Precision::BF16) throw NotImplemented("train.precision = \"bf16\" (fp32 only so far)");
-  if (cfg.data.path.empty()) throw Error(fmt::format("{}: [data] path is empty: `train` needs training data", cfg.source));
-}
-
-}  // namespace
 
 Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh) : cfg_(cfg), k_(kernels), mesh_(mesh) {
-  require_supported(cfg_, mesh_);
+  TRIDENT_CHECK(mesh_ || cfg_.mesh.world_size() == 1, "a parallel layout needs a ParallelMesh");
+  check_supported(cfg_);
   TensorParallel tp;
   if (mesh_ && cfg_.mesh.tp > 1) tp = TensorParallel{&mesh_->tp(), cfg_.mesh.sequence_parallel};
   shapes_ = GptShapes::from(cfg_.model, cfg_.mesh.tp);
@@ -72,23 +60,16 @@ Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh) : cfg_
   executor_ = std::make_unique<PipelineExecutor>(raw, mesh_ && pp > 1 ? &mesh_->pp() : nullptr, cfg_.mesh.schedule, k_);
   executor_->set_tracing(!cfg_.runtime.trace.empty());
 
-  const auto& d = cfg_.data;
-  train_stream_ = open_token_stream(d.format, d.path, cfg_.model.vocab_size);
-  train_sampler_ = std::make_unique<BatchSampler>(*train_stream_, d.order, d.seed, shapes_.T, cfg_.train.global_batch);
-  if (!d.val_path.empty()) {
-    val_stream_ = open_token_stream(d.format, d.val_path, cfg_.model.vocab_size);
-    val_sampler_ = std::make_unique<BatchSampler>(*val_stream_, DataOrder::Sequential, d.seed, shapes_.T,
-                                                  cfg_.train.global_batch);
-  }
-  flops_per_token_ = model_flops_per_token(shapes_, parameter_count(cfg_.model));
+  data_ = open_training_data(cfg_);
+  flops_per_token_ = model_flops_per_token(cfg_.model);
   peak_tflops_ = cfg_.runtime.peak_tflops > 0 ? cfg_.runtime.peak_tflops : k_.peak_tflops();
-  norm_sums_ = k_.alloc_double(2);
+  finisher_ = std::make_unique<GradientFinisher>(shapes_, k_, mesh_, chunks_, optimizers_, reducer_.get());
 
   checkpoints_ = std::make_unique<TrainingCheckpoints>(cfg_, k_, mesh_, chunks_, optimizers_);
   first_step_ = checkpoints_->resume() + 1;
 }
 
-Trainer::~Trainer() { k_.free(norm_sums_); }
+Trainer::~Trainer() = default;
 
 // DP rank r trains on samples [r*G/dp, (r+1)*G/dp) of every global batch of G samples, so the union
 // over the DP group is exactly the serial run's batch.
@@ -99,16 +80,6 @@ void Trainer::fill_micro_batch(const BatchSampler& sampler, int64_t step0, int64
   const int64_t first = dp_rank * (cfg_.train.global_batch / cfg_.mesh.dp) + micro_batch * cfg_.train.micro_batch;
   for (int64_t b = 0; b < cfg_.train.micro_batch; ++b)
     sampler.sample(step0, first + b, inputs + b * T, targets + b * T);
-}
-
-void Trainer::reduce_tied_embedding() {
-  if (!shapes_.tied || cfg_.mesh.pp == 1) return;
-  Group* group = mesh_->embedding();
-  if (!group) return;
-  for (auto& chunk : chunks_) {
-    const auto& layout = chunk->layout();
-    if (layout.wte() >= 0) group->all_reduce(chunk->grads() + layout.wte(), layout.find("transformer.wte.weight").numel);
-  }
 }
 
 void Trainer::make_gradient_reducer() {
@@ -132,26 +103,6 @@ void Trainer::make_gradient_reducer() {
   reducer_ = std::make_unique<GradientReducer>(mesh_->dp(), k_, chunks, deferred, o);
 }
 
-// The squared sums are accumulated in backend memory and copied to the host once.
-double Trainer::global_gradient_norm() {
-  k_.fill_double(norm_sums_, 0.0, 2);
-  const bool duplicate_wte = shapes_.tied && cfg_.mesh.pp > 1;
-  for (size_t c = 0; c < chunks_.size(); ++c) {
-    // The last stage's copy of a tied embedding is counted by the first stage.
-    const bool skip = duplicate_wte && chunks_[c]->layout().has_head() && !chunks_[c]->layout().has_embedding();
-    // Under ZeRO each DP rank counts its own range (with zero 2 it holds no other reduced gradient).
-    chunks_[c]->add_gradient_square_sums(norm_sums_, skip, optimizers_[c]->begin(), optimizers_[c]->end());
-  }
-  double sums[2];  // sharded over TP, replicated over TP
-  k_.copy_to_host_double(sums, norm_sums_, 2);
-  if (reducer_ && reducer_->zero() > 0) mesh_->dp().all_reduce(sums, 2);
-  double sharded = sums[0], replicated = sums[1];
-  if (mesh_ && mesh_->tp().size() > 1) mesh_->tp().all_reduce(&sharded, 1);
-  double total = sharded + replicated;
-  if (mesh_ && mesh_->pp().size() > 1) mesh_->pp().all_reduce(&total, 1);
-  return std::sqrt(total);
-}
-
 StepMetrics Trainer::train_step(int64_t step) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
@@ -162,15 +113,10 @@ StepMetrics Trainer::train_step(int64_t step) {
   if (reducer_) reducer_->start_step();
   double loss_sum = executor_->train(
       int(cfg_.micro_batches_per_step()),
-      [&](int64_t mb, int32_t* inputs, int32_t* targets) { fill_micro_batch(*train_sampler_, step - 1, mb, inputs, targets); },
+      [&](int64_t mb, int32_t* inputs, int32_t* targets) { fill_micro_batch(*data_.train_sampler, step - 1, mb, inputs, targets); },
       float(1.0 / positions));
   pipeline_wait_s_ += executor_->last_wait_s();
-  // Reductions of the same buffers, in an order that never runs two on one range at once (all are
-  // sums, so the order does not change the result beyond rounding).
-  if (reducer_) reducer_->finish_backward();
-  for (auto& chunk : chunks_) chunk->finish_gradients();
-  reduce_tied_embedding();
-  if (reducer_) reducer_->reduce_deferred();
+  const double grad_norm = finisher_->finish(t.grad_clip);
   // The loss is known on the last stage of each DP replica; every rank reports the global batch's.
   if (mesh_ && mesh_->pp().size() > 1) mesh_->pp().broadcast(&loss_sum, 1, mesh_->pp().size() - 1);
   if (mesh_ && mesh_->dp().size() > 1) mesh_->dp().all_reduce(&loss_sum, 1);
@@ -179,13 +125,8 @@ StepMetrics Trainer::train_step(int64_t step) {
   m.step = step;
   m.loss = loss_sum / positions;
   m.lr = learning_rate(t, step);
-  m.grad_norm = global_gradient_norm();
-  for (size_t c = 0; c < chunks_.size(); ++c) {
-    GptModel& chunk = *chunks_[c];
-    AdamW& opt = *optimizers_[c];
-    clip_gradients(k_, chunk.grads() + opt.begin(), opt.end() - opt.begin(), m.grad_norm, t.grad_clip);
-    opt.update(chunk.params(), chunk.grads(), m.lr, step);
-  }
+  m.grad_norm = grad_norm;
+  for (size_t c = 0; c < chunks_.size(); ++c) optimizers_[c]->update(chunks_[c]->params(), chunks_[c]->grads(), m.lr, step);
   if (reducer_) reducer_->gather_parameters();
   k_.fence();
   if (reducer_) m.dp_wait_ms = reducer_->last_exposed_s() * 1e3;
@@ -201,11 +142,11 @@ StepMetrics Trainer::train_step(int64_t step) {
 }
 
 double Trainer::validation_loss() {
-  TRIDENT_CHECK(val_sampler_, "validation asked for without data.val_path");
+  TRIDENT_CHECK(data_.val_sampler, "validation asked for without data.val_path");
   double sum = 0;
   for (int64_t v = 0; v < cfg_.data.val_steps; ++v)
     sum += executor_->evaluate(int(cfg_.micro_batches_per_step()), [&](int64_t mb, int32_t* inputs, int32_t* targets) {
-      fill_micro_batch(*val_sampler_, v, mb, inputs, targets);
+      fill_micro_batch(*data_.val_sampler, v, mb, inputs, targets);
     });
   if (mesh_ && mesh_->pp().size() > 1) mesh_->pp().broadcast(&sum, 1, mesh_->pp().size() - 1);
   if (mesh_ && mesh_->dp().size() > 1) mesh_->dp().all_reduce(&sum, 1);
@@ -274,7 +215,7 @@ std::vector<StepMetrics> Trainer::run() {
               cfg_.mesh.bucket_mb, cfg_.mesh.overlap_grad_reduce ? "overlapped with backward" : "after backward");
   log::info("memory per rank at start-up: {} (activations and comm buffers are allocated by the first step)",
             describe(memory_account()));
-  log::info("data: {}; {} tokens per step in {} micro-batch(es) of {}", train_stream_->describe(),
+  log::info("data: {}; {} tokens per step in {} micro-batch(es) of {}", data_.train_stream->describe(),
             cfg_.tokens_per_step(), cfg_.micro_batches_per_step(), t.micro_batch);
   log::info("throughput reference: {:.3f} TFLOP/s per rank ({})", peak_tflops_,
             cfg_.runtime.peak_tflops > 0 ? "runtime.peak_tflops" : "the backend's estimate: measured sgemm rate of this CPU, or the GPU's dense bf16 peak");
@@ -288,7 +229,7 @@ std::vector<StepMetrics> Trainer::run() {
     StepMetrics m = train_step(step);
     total_ms += m.step_ms;
     m.eta_s = total_ms / double(step - first_step_ + 1) * double(t.steps - step) / 1e3;
-    if (val_sampler_ && cfg_.data.val_every > 0 && step % cfg_.data.val_every == 0) m.val_loss = validation_loss();
+    if (data_.val_sampler && cfg_.data.val_every > 0 && step % cfg_.data.val_every == 0) m.val_loss = validation_loss();
     if (step % cfg_.runtime.log_every == 0 || step == first_step_ || step == t.steps || m.val_loss)
       log::info("{}", format_log_line(m, t.steps));
     if (step == 1) log::info("memory per rank after step 1: {}", describe(m.memory));

@@ -15,7 +15,9 @@
 #include "model/gpt.hpp"
 #include "optim/adamw.hpp"
 #include "pipeline/executor.hpp"
+#include "train/gradient_finisher.hpp"
 #include "train/metrics.hpp"
+#include "train/training_data.hpp"
 
 namespace trident {
 
@@ -47,17 +49,15 @@ class Trainer {
   GptModel& model() { return *chunks_.at(0); }
   AdamW& optimizer() { return *optimizers_.at(0); }
   PipelineExecutor& pipeline() { return *executor_; }
+  const GradientFinisher& gradient_finisher() const { return *finisher_; }
   // Memory of this rank by kind; activations and comm buffers as allocated so far.
   MemoryAccount memory_account() const;
 
  private:
   void fill_micro_batch(const BatchSampler& sampler, int64_t step0, int64_t micro_batch, int32_t* inputs,
                         int32_t* targets) const;
-  // Tied embeddings split across the edge stages: sum their gradients so both copies stay equal.
-  void reduce_tied_embedding();
   // The DP gradient reducer, and the first elements of each chunk it must leave to reduce_deferred().
   void make_gradient_reducer();
-  double global_gradient_norm();
   void write_trace() const;
 
   Config cfg_;
@@ -68,9 +68,8 @@ class Trainer {
   std::vector<std::unique_ptr<AdamW>> optimizers_;
   std::unique_ptr<PipelineExecutor> executor_;
   std::unique_ptr<GradientReducer> reducer_;  // dp > 1 only
-  std::unique_ptr<TokenStream> train_stream_, val_stream_;
-  std::unique_ptr<BatchSampler> train_sampler_, val_sampler_;
-  double* norm_sums_ = nullptr;  // backend memory: squared gradient sums {sharded, replicated} of a step
+  TrainingData data_;
+  std::unique_ptr<GradientFinisher> finisher_;
   double flops_per_token_ = 0;
   double peak_tflops_ = 0;
   double pipeline_wait_s_ = 0;

@@ -28,7 +28,7 @@ class FakeNodes : public ::testing::Test {
  protected:
   void SetUp() override {
     if (scheme() != "block" && scheme() != "roundrobin")
-      GTEST_SKIP() << "TRIDENT_FAKE_NODES is not set: run through tests/comm/run_fake_nodes.sh";
+      FAIL() << "TRIDENT_FAKE_NODES is not set: run through tests/comm/run_fake_nodes.sh";
     ASSERT_EQ(test::world_size(), 8) << "the fake-node tests need 8 ranks";
   }
 };

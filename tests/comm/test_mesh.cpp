@@ -1,7 +1,7 @@
 // ParallelMesh and Group under MPI, registered at 1, 2, 4 and 8 ranks (one host, so one node).
 // For every (tp, pp, dp) factorisation of the world and several orders: this rank's coordinates and
 // its groups against an independent decoder, then every collective in every group (all_reduce,
-// iall_reduce, all_gather, reduce_scatter, broadcast, an isend/irecv ring and a blocking send/recv
+// iall_reduce, all_gather, reduce_scatter, broadcast, ireduce, ibroadcast, an isend/irecv ring and a blocking send/recv
 // ring) against values computed from the members' world ranks, and the byte counters against the
 // analytic payload. MpiWait::Poll runs everywhere; MpiWait::Block runs in full at 1 and 2 ranks and
 // as a smoke test at 4 and 8, where blocked ranks spin on the 2 cores (see the toolchain notes).
@@ -112,6 +112,18 @@ void check_collectives(Group& g, const std::vector<int>& members) {
     for (int i = 0; i < 4; ++i) EXPECT_EQ(b[i], int64_t(members[root]) * 7 + i) << "broadcast root " << root;
   }
 
+  // ireduce to the last group rank (only the root's buffer changes), then ibroadcast from it.
+  const int last = s - 1;
+  std::vector<float> rd(6);
+  for (int i = 0; i < 6; ++i) rd[i] = float(me + i);
+  std::vector<Request> zero_like{g.ireduce(rd.data(), 6, last)};
+  g.wait_all(zero_like);
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(rd[i], g.rank() == last ? float(member_sum + int64_t(s) * i) : float(me + i)) << "ireduce i " << i;
+  zero_like = {g.ibroadcast(rd.data(), 6, last)};
+  g.wait_all(zero_like);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(rd[i], float(member_sum + int64_t(s) * i)) << "ibroadcast i " << i;
+
   int64_t p2p_bytes = 0, p2p_calls = 0;
   if (s > 1) {
     const int next = (g.rank() + 1) % s, prev = (g.rank() + s - 1) % s;
@@ -153,8 +165,10 @@ void check_collectives(Group& g, const std::vector<int>& members) {
   EXPECT_EQ(op_calls(g, CommOp::AllGather), moves ? 1 : 0);
   EXPECT_EQ(op_bytes(g, CommOp::ReduceScatter), moves ? int64_t(rc) * s * 8 : 0);
   EXPECT_EQ(op_calls(g, CommOp::ReduceScatter), moves ? 1 : 0);
-  EXPECT_EQ(op_bytes(g, CommOp::Broadcast), moves ? int64_t(s) * 4 * 8 : 0);
-  EXPECT_EQ(op_calls(g, CommOp::Broadcast), moves ? s : 0);
+  EXPECT_EQ(op_bytes(g, CommOp::Broadcast), moves ? int64_t(s) * 4 * 8 + 6 * 4 : 0);
+  EXPECT_EQ(op_calls(g, CommOp::Broadcast), moves ? s + 1 : 0);
+  EXPECT_EQ(op_bytes(g, CommOp::Reduce), moves ? 6 * 4 : 0);
+  EXPECT_EQ(op_calls(g, CommOp::Reduce), moves ? 1 : 0);
   EXPECT_EQ(op_bytes(g, CommOp::Send), p2p_bytes);
   EXPECT_EQ(op_bytes(g, CommOp::Recv), p2p_bytes);
   EXPECT_EQ(op_calls(g, CommOp::Send), p2p_calls);
@@ -274,6 +288,7 @@ TEST(Group, CommOpNames) {
   EXPECT_STREQ(to_string(CommOp::Broadcast), "broadcast");
   EXPECT_STREQ(to_string(CommOp::Send), "send");
   EXPECT_STREQ(to_string(CommOp::Recv), "recv");
+  EXPECT_STREQ(to_string(CommOp::Reduce), "reduce");
 }
 
 }  // namespace

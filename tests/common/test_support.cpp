@@ -55,4 +55,21 @@ void write_file(const std::string& path, const std::string& text) {
   if (!f) throw std::runtime_error("cannot write " + path);
 }
 
+std::string missing_python_modules(const std::vector<std::string>& modules) {
+  std::string why;
+  if (world_rank() == 0) {
+    std::string imports;
+    for (const auto& m : modules) imports += (imports.empty() ? "" : ", ") + m;
+    std::string out;
+    if (run_command("/usr/bin/python3 -c 'import " + imports + "'", &out) != 0) {
+      why = "/usr/bin/python3 cannot import " + imports + " (scripts/install-deps.sh installs them): " + out;
+    }
+  }
+  int n = static_cast<int>(why.size());
+  MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  why.resize(static_cast<size_t>(n));
+  MPI_Bcast(why.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
+  return why;
+}
+
 }  // namespace trident::test

@@ -26,10 +26,22 @@ std::string make_temp_dir(const std::string& prefix);
 // Writes text to a file, creating parent directories.
 void write_file(const std::string& path, const std::string& text);
 
+// Why /usr/bin/python3 cannot import `modules` (empty when it can). Collective over MPI_COMM_WORLD: rank 0
+// tries the import and every rank gets its verdict, so a test that stops on it stops on all ranks together.
+// `make test` installs these modules, so a test that needs them fails (never skips) without them.
+std::string missing_python_modules(const std::vector<std::string>& modules);
+
+// The only skip outside the `gpu` and `slurm` labels: a case that does not apply at this rank count or on
+// this backend. The test main fails any other skip (see mpi_gtest_main.cpp).
+inline constexpr const char* kNotApplicable = "not applicable: ";
+
 }  // namespace trident::test
 
+// Skips a case that does not apply here (a rank count, a backend). Every rank must decide alike.
+#define TRIDENT_SKIP_NOT_APPLICABLE(reason) GTEST_SKIP() << ::trident::test::kNotApplicable << reason
+
 // Skips the current test unless the world has exactly n ranks (tests registered at several counts).
-#define TRIDENT_REQUIRE_RANKS(n)                                                         \
-  do {                                                                                   \
-    if (::trident::test::world_size() != (n)) GTEST_SKIP() << "needs " << (n) << " ranks"; \
+#define TRIDENT_REQUIRE_RANKS(n)                                                                \
+  do {                                                                                          \
+    if (::trident::test::world_size() != (n)) TRIDENT_SKIP_NOT_APPLICABLE("needs " << (n) << " ranks"); \
   } while (0)

@@ -157,7 +157,8 @@ TEST(SamplerShuffle, PermutationMatchesIndependentPythonReference) {
   EXPECT_EQ(shuffle_permutation(1234, 0, 10), (std::vector<int64_t>{7, 3, 9, 4, 0, 2, 1, 6, 5, 8}));
   EXPECT_TRUE(shuffle_permutation(1, 2, 0).empty());
   EXPECT_EQ(shuffle_permutation(1, 2, 1), std::vector<int64_t>{0});
-  if (access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "/usr/bin/python3 not found";
+  const std::string missing = test::missing_python_modules({"sys"});
+  if (!missing.empty()) FAIL() << missing;
   const std::string tool = std::string(TRIDENT_TEST_DATA_DIR) + "/tools/shuffle_reference.py";
   struct Case { uint64_t seed, epoch; int64_t n; };
   for (const Case& c : {Case{1234, 0, 10}, Case{1234, 1, 10}, Case{0, 0, 1000}, Case{18446744073709551615ULL, 3, 777},

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "deck/config.hpp"
 #include "deck/deck.hpp"
 #include "deck/schema.hpp"
+#include "trident_version.hpp"
 
 namespace trident {
 namespace {
@@ -845,6 +847,9 @@ TEST(DeckReference, DocumentsEveryKeyWithDefaultAndRange) {
 // ---------------------------------------------------------------------------------------------------
 // The command line.
 
+// A [data] section whose file every Debian system has (base-files).
+const std::string kTextData = "[data]\nformat = \"text\"\npath = \"/usr/share/common-licenses/GPL-3\"\n";
+
 struct CliRun {
   int rc;
   std::string out, err;
@@ -895,8 +900,8 @@ TEST(DeckCli, ErrorsGoToStderr) {
 
 TEST(DeckCli, SetOverrides) {
   const std::string dir = test::make_temp_dir("trident-deck-cli");
-  test::write_file(dir + "/ok.toml", "[mesh]\nschedule = \"gpipe\"\n");
-  const CliRun r = run_trident("check " + dir +
+  test::write_file(dir + "/ok.toml", "[mesh]\nschedule = \"gpipe\"\n" + kTextData);
+  const CliRun r = run_trident("check --ranks 2 " + dir +
                                    "/ok.toml --set mesh.schedule=1f1b --set runtime.metrics=/tmp/m.jsonl "
                                    "--set train.lr=0.25 --set mesh.tp=2",
                                dir);
@@ -919,13 +924,75 @@ TEST(DeckCli, SetOverrides) {
   fs::remove_all(dir);
 }
 
-TEST(DeckCli, CheckAcceptsEveryExampleDeck) {
+TEST(DeckCli, EveryExampleDeckIsValidAndTinyTrainsHere) {
   const std::string dir = test::make_temp_dir("trident-deck-cli");
   for (const auto& path : example_decks()) {
-    const CliRun r = run_trident("check " + path, dir);
+    const CliRun r = run_trident("check --deck-only " + path, dir);
     EXPECT_EQ(r.rc, 0) << path << "\n" << r.err;
-    EXPECT_THAT(r.out, HasSubstr("deck OK")) << path;
+    EXPECT_THAT(r.out, HasSubstr("deck valid (--deck-only")) << path;
   }
+  const CliRun tiny = run_trident("check " + kSourceDir + "/input/tiny.toml", dir);
+  EXPECT_EQ(tiny.rc, 0) << tiny.err;
+  EXPECT_THAT(tiny.out, HasSubstr("deck OK: `train` starts when launched on 1 rank(s)"));
+  fs::remove_all(dir);
+}
+
+// The message of the logged line that ended the job, without the time, rank tag and "(rank r of n
+// ends the job)" decorations, so that a singleton's and a parallel job's messages compare.
+std::string error_message(const std::string& err) {
+  static const std::regex line(R"(\[error\] (\[rank \d+\] )?(.*?)( \(rank \d+ of \d+ ends the job\))?$)");
+  std::istringstream in(err);
+  std::smatch m;
+  for (std::string text; std::getline(in, text);)
+    if (std::regex_search(text, m, line)) return m[2];
+  return "(no error line in: " + err + ")";
+}
+
+// "deck OK" means the run starts: for every refusal of `train` before training, `check` refuses with the
+// same exit code and the same message. Both run as singletons except the world-size case.
+TEST(DeckCli, CheckRefusesWhatTrainRefusesWithTheSameMessage) {
+  const std::string dir = test::make_temp_dir("trident-deck-cli");
+  test::write_file(dir + "/short.txt", "too short");
+  const std::string base = kSourceDir + "/input/tiny.toml";
+  struct Case {
+    std::string name, set;
+    int rc;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {"missing data", "--set data.path=" + dir + "/nothing.txt", 2, "nothing.txt"},
+      {"data shorter than one window", "--set data.path=" + dir + "/short.txt", 2, "fewer than one window"},
+      {"missing validation data", "--set data.val_path=" + dir + "/none.txt", 2, "none.txt"},
+      {"empty data path", "--set data.path=''", 2, "[data] path is empty"},
+      {"bf16", "--set train.precision=bf16 --set runtime.backend=cuda", TRIDENT_CUDA_ENABLED ? 3 : 2,
+       TRIDENT_CUDA_ENABLED ? "bf16" : "needs a CUDA build"},
+      {"cuda", "--set runtime.backend=cuda --set mesh.dp=2", TRIDENT_CUDA_ENABLED ? 3 : 2, "cuda"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const CliRun check = run_trident("check " + base + " " + c.set, dir);
+    const std::string ranks = c.name == "cuda" ? "2" : "1";
+    std::string ignored;
+    const int train_rc = test::run_command(
+        fmt::format("(cd {} && {} {} -n {} {} train {} {} >train.out 2>train.err)", dir, test::without_parent_mpi_env(),
+                    TRIDENT_MPIEXEC, ranks, test::trident_binary(), base, c.set),
+        &ignored);
+    const std::string train_err = read_text(dir + "/train.err");
+    EXPECT_EQ(train_rc, c.rc) << train_err;
+    EXPECT_EQ(check.rc, c.rc) << check.err;
+    EXPECT_THAT(check.err, HasSubstr(c.says));
+    EXPECT_EQ(error_message(check.err), error_message(train_err));
+    EXPECT_THAT(check.out, ::testing::Not(HasSubstr("deck OK")));
+  }
+  // The world size: `check --ranks 3` refuses what `mpiexec -n 3 trident train` refuses.
+  const CliRun check = run_trident("check --ranks 3 " + base + " --set mesh.dp=2", dir);
+  EXPECT_EQ(check.rc, 2);
+  EXPECT_THAT(check.err, HasSubstr("3"));
+  std::string ignored;
+  test::run_command(fmt::format("(cd {} && {} {} -n 3 {} train {} --set mesh.dp=2 >train.out 2>train.err)", dir,
+                                test::without_parent_mpi_env(), TRIDENT_MPIEXEC, test::trident_binary(), base),
+                    &ignored);
+  EXPECT_EQ(error_message(check.err), error_message(read_text(dir + "/train.err")));
   fs::remove_all(dir);
 }
 

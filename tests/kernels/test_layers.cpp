@@ -1,6 +1,8 @@
 // Matmul (and that its GEMMs reach the BLAS library), LayerNorm, GELU.
 #include <gtest/gtest.h>
 
+#include "common/test_support.hpp"
+
 #include <Kokkos_Core.hpp>
 #include <string>
 
@@ -119,7 +121,7 @@ void record_region(const char* name) {
 }
 
 TEST_P(LayersTest, AllGemmsDispatchToBlas) {
-  if (backend() != "kokkos") GTEST_SKIP() << "KokkosBlas dispatch is a property of the Kokkos backend";
+  if (backend() != "kokkos") TRIDENT_SKIP_NOT_APPLICABLE("KokkosBlas dispatch is a property of the Kokkos backend");
   std::vector<std::string> regions;
   g_regions = &regions;
   Kokkos::Tools::Experimental::set_push_region_callback(record_region);

@@ -98,6 +98,7 @@ RunResult run_steps(const Config& cfg, ParallelMesh* mesh, int64_t steps) {
         r.step1_grads.merge(by_name(*trainer.chunks()[c], reduced_gradients(trainer, mesh, c).data()));
   }
   for (auto& chunk : trainer.chunks()) r.final_params.merge(by_name(*chunk, chunk->params()));
+  r.finishing_phases = trainer.gradient_finisher().last_phases();
   return r;
 }
 

@@ -21,6 +21,7 @@ struct RunResult {
   std::vector<double> grad_norms;
   std::map<std::string, std::vector<float>> step1_grads;
   std::map<std::string, std::vector<float>> final_params;
+  std::vector<std::string> finishing_phases;  // of the last step (train/gradient_finisher.hpp)
 };
 RunResult run_steps(const Config& cfg, ParallelMesh* mesh, int64_t steps);
 

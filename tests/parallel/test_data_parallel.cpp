@@ -99,13 +99,13 @@ INSTANTIATE_TEST_SUITE_P(Stages, DataParallelZero,
 constexpr float k3dParamTol = 5e-5f;
 
 TEST(DataParallel, ThreeDimensionalLayoutMatchesSerial) {
-  if (world_size() != 8) GTEST_SKIP() << "the 3D layout needs 8 ranks";
+  if (world_size() != 8) TRIDENT_SKIP_NOT_APPLICABLE("the 3D layout needs 8 ranks");
   expect_matches_serial({"mesh.tp=2", "mesh.pp=2", "mesh.dp=2", "mesh.schedule=1f1b", "mesh.sequence_parallel=true"},
                         k3dParamTol);
 }
 
 TEST(DataParallel, ThreeDimensionalLayoutWithZero1MatchesSerial) {
-  if (world_size() != 8) GTEST_SKIP() << "the 3D layout needs 8 ranks";
+  if (world_size() != 8) TRIDENT_SKIP_NOT_APPLICABLE("the 3D layout needs 8 ranks");
   // Tied embeddings across the two stages: the embedding-group sum and the sharded update together.
   expect_matches_serial({"mesh.tp=2", "mesh.pp=2", "mesh.dp=2", "mesh.schedule=1f1b", "mesh.zero=1",
                          "mesh.bucket_mb=0.02"},
@@ -113,7 +113,7 @@ TEST(DataParallel, ThreeDimensionalLayoutWithZero1MatchesSerial) {
 }
 
 TEST(DataParallel, ThreeDimensionalLayoutWithZero2MatchesSerial) {
-  if (world_size() != 8) GTEST_SKIP() << "the 3D layout needs 8 ranks";
+  if (world_size() != 8) TRIDENT_SKIP_NOT_APPLICABLE("the 3D layout needs 8 ranks");
   expect_matches_serial({"mesh.tp=2", "mesh.pp=2", "mesh.dp=2", "mesh.schedule=gpipe", "mesh.zero=2",
                          "mesh.sequence_parallel=true", "mesh.bucket_mb=0.02"},
                         k3dParamTol);
@@ -121,7 +121,7 @@ TEST(DataParallel, ThreeDimensionalLayoutWithZero2MatchesSerial) {
 
 // Chunks that start with a layer (middle stages, virtual stages) under every ZeRO stage.
 TEST(DataParallel, InterleavedPipelineWithZeroMatchesSerial) {
-  if (world_size() != 4) GTEST_SKIP() << "pp 2 x dp 2 needs 4 ranks";
+  if (world_size() != 4) TRIDENT_SKIP_NOT_APPLICABLE("pp 2 x dp 2 needs 4 ranks");
   for (int zero : {0, 1, 2}) {
     SCOPED_TRACE(fmt::format("zero {}", zero));
     expect_matches_serial({"mesh.pp=2", "mesh.dp=2", "mesh.schedule=interleaved", "mesh.virtual_stages=2",
@@ -130,12 +130,12 @@ TEST(DataParallel, InterleavedPipelineWithZeroMatchesSerial) {
 }
 
 TEST(DataParallel, MiddlePipelineStagesWithZeroMatchSerial) {
-  if (world_size() != 8) GTEST_SKIP() << "pp 4 x dp 2 needs 8 ranks";
+  if (world_size() != 8) TRIDENT_SKIP_NOT_APPLICABLE("pp 4 x dp 2 needs 8 ranks");
   expect_matches_serial({"mesh.pp=4", "mesh.dp=2", "mesh.zero=2", "mesh.bucket_mb=0.02"}, k3dParamTol);
 }
 
 TEST(DataParallel, TensorAndInterleavedPipelineMatchSerial) {
-  if (world_size() != 8) GTEST_SKIP() << "tp 2 x pp 4 needs 8 ranks";
+  if (world_size() != 8) TRIDENT_SKIP_NOT_APPLICABLE("tp 2 x pp 4 needs 8 ranks");
   // 8 layers: one per chunk with 2 virtual stages on each of the 4 stages.
   expect_matches_serial({"mesh.tp=2", "mesh.pp=4", "mesh.schedule=interleaved", "mesh.virtual_stages=2",
                          "model.layers=8"},
@@ -145,7 +145,7 @@ TEST(DataParallel, TensorAndInterleavedPipelineMatchSerial) {
 // The app's own accounting: a ZeRO rank keeps the AdamW moments of its range only, 1/dp of the
 // whole, and the ranges of the DP group cover the model exactly once.
 TEST(DataParallel, ZeroShardsOptimizerStateOverDataParallelRanks) {
-  if (world_size() < 2) GTEST_SKIP() << "ZeRO needs dp > 1";
+  if (world_size() < 2) TRIDENT_SKIP_NOT_APPLICABLE("ZeRO needs dp > 1");
   const int dp = world_size();
   auto bytes_with = [&](int zero) {
     auto overrides = kWorkload;

@@ -105,8 +105,8 @@ class PipelineEquivalence : public ::testing::TestWithParam<PipeCase> {};
 TEST_P(PipelineEquivalence, LossesAndGradientsMatchSerial) {
   const PipeCase c = GetParam();
   const int pp = world_size() / c.tp;
-  if (pp < 1 || world_size() % c.tp != 0) GTEST_SKIP() << "layout does not fit " << world_size() << " ranks";
-  if (c.v > 1 && pp < 2) GTEST_SKIP() << "interleaving needs pp >= 2";
+  if (pp < 1 || world_size() % c.tp != 0) TRIDENT_SKIP_NOT_APPLICABLE("layout does not fit " << world_size() << " ranks");
+  if (c.v > 1 && pp < 2) TRIDENT_SKIP_NOT_APPLICABLE("interleaving needs pp >= 2");
   auto overrides = pipe_overrides(c, pp);
   const Config cfg = small_deck(1009, overrides);
   const RunResult serial = run_steps(small_deck(1009, {"model.layers=8", "train.global_batch=16",
@@ -132,7 +132,7 @@ INSTANTIATE_TEST_SUITE_P(Schedules, PipelineEquivalence,
 
 // The first and last stage each hold the tied embedding; their copies must stay bit-identical.
 TEST(PipelineParallel, TiedEmbeddingCopiesStayIdentical) {
-  if (world_size() < 2) GTEST_SKIP() << "needs two stages";
+  if (world_size() < 2) TRIDENT_SKIP_NOT_APPLICABLE("needs two stages");
   const Config cfg = small_deck(1009, {fmt::format("mesh.pp={}", world_size()), "model.layers=8",
                                        "train.global_batch=16", "model.vocab_pad_to=8"});
   ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);

@@ -93,7 +93,7 @@ TEST(TensorParallel, ReplicatedParametersStayBitIdentical) {
 // LayerNorm outputs in backward instead of keeping them (as Megatron-LM does). Measured as the
 // difference between a 2-layer and a 1-layer model, so embedding and LM-head traffic cancel.
 TEST(TensorParallel, CommunicationVolumePerLayerMatchesAnalytic) {
-  if (world_size() == 1) GTEST_SKIP() << "no TP communication at tp = 1";
+  if (world_size() == 1) TRIDENT_SKIP_NOT_APPLICABLE("no TP communication at tp = 1");
   for (bool sp : {false, true}) {
     int64_t bytes[2][2] = {};  // [layers-1][all-reduce / (reduce-scatter, all-gather)]
     int64_t gathers[2] = {};

@@ -52,7 +52,7 @@ TEST(PlanCommand, JsonArrayBestFirst) {
       EXPECT_TRUE(j[i].contains(k)) << k;
     EXPECT_EQ(j[i]["tp"].get<int>() * j[i]["pp"].get<int>() * j[i]["dp"].get<int>(), 1024);
     EXPECT_TRUE(j[i]["fits"].get<bool>());
-    if (i > 0) EXPECT_LE(j[i]["tokens_per_s"].get<double>(), j[i - 1]["tokens_per_s"].get<double>());
+    if (i > 0) { EXPECT_LE(j[i]["tokens_per_s"].get<double>(), j[i - 1]["tokens_per_s"].get<double>()); }
   }
 }
 
@@ -155,20 +155,31 @@ TEST(PlanCommand, ExampleDecks) {
   EXPECT_NE(check_memory_report(with_layout(c1t, l), "a100-80g").find("warning:"), std::string::npos);
 }
 
-// The `cpu` preset's predictions for the calibration runs of benchmarks/README.md (measured: pending
-// the training issue). Printed so that the table can be regenerated; checked only for sanity here.
-TEST(Calibration, CpuPredictions) {
+// The `cpu` preset's predictions for the calibration runs of benchmarks/README.md, against the step
+// times measured there. Printed so that the table can be regenerated.
+TEST(Calibration, CpuPredictionsAgainstMeasuredSteps) {
   const Config cfg = test::gpt2_small_calibration();
   const ClusterSpec cpu = cluster_preset("cpu");
   std::printf("| layout (tp x pp x dp) | ranks on 2 cores | micro-batches | predicted step s | compute | tp comm | bubble | "
               "dp+opt | predicted tokens/s | memory/rank GB |\n");
-  for (Layout l : {Layout{1, 1, 1}, Layout{2, 1, 1}, Layout{1, 2, 1}, Layout{1, 1, 2}, Layout{2, 2, 2}}) {
+  // Step times measured by `trident train` on the 2-core machine (benchmarks/README.md, "Planner
+  // calibration: measured", benchmarks/planner/calibrate.sh). Where the planner models what trident
+  // does (compute, TP) it must be within 10%; pipeline bubbles and DP overlap are known to be
+  // optimistic on 2 busy cores (up to 1.53x measured), so those rows get a band of [0.8, 1.7].
+  struct Row {
+    Layout layout;
+    double measured_s, max_ratio;
+  };
+  for (Row row : {Row{{1, 1, 1}, 5.45, 1.1}, Row{{2, 1, 1}, 2.73, 1.1}, Row{{1, 2, 1}, 5.38, 1.7},
+                  Row{{1, 1, 2}, 3.93, 1.7}, Row{{2, 2, 2}, 6.90, 1.7}}) {
+    Layout l = row.layout;
     l.micro_batch = 2;
     const LayoutEstimate e = evaluate(cfg, cpu, l);
     const auto& t = e.time;
     EXPECT_TRUE(e.fits);
-    EXPECT_GT(e.step_s, 0.5);
-    EXPECT_LT(e.step_s, 60);
+    const double ratio = row.measured_s / e.step_s;
+    EXPECT_GT(ratio, row.max_ratio > 1.5 ? 0.8 : 0.9) << l.tp << "x" << l.pp << "x" << l.dp;
+    EXPECT_LT(ratio, row.max_ratio) << l.tp << "x" << l.pp << "x" << l.dp;
     std::printf("| %d x %d x %d | %d | %lld | %.2f | %.2f | %.3f | %.2f | %.3f | %.0f | %.2f |\n", l.tp, l.pp, l.dp,
                 l.world(), (long long)t.micro_batches, e.step_s,
                 t.compute_forward + t.compute_backward + t.compute_recompute + t.elementwise, t.tp_comm, t.pp_bubble,

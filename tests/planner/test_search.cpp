@@ -21,10 +21,10 @@ TEST(Search, EnumeratedLayoutsDivideTheClusterAndObeyTheRules) {
     EXPECT_EQ(l.world(), 1024);
     EXPECT_EQ(layout_rule_violation(cfg, l), "") << describe(l);
     EXPECT_TRUE(seen.insert(l.key()).second) << "duplicate " << describe(l);
-    if (l.tp == 1) EXPECT_FALSE(l.sequence_parallel);
-    if (l.dp == 1) EXPECT_EQ(l.zero, 0);
-    if (l.pp == 1) EXPECT_EQ(l.schedule, Schedule::OneFOneB);
-    if (l.schedule == Schedule::Interleaved) EXPECT_EQ(cfg.model.layers % (l.pp * l.virtual_stages), 0);
+    if (l.tp == 1) { EXPECT_FALSE(l.sequence_parallel); }
+    if (l.dp == 1) { EXPECT_EQ(l.zero, 0); }
+    if (l.pp == 1) { EXPECT_EQ(l.schedule, Schedule::OneFOneB); }
+    if (l.schedule == Schedule::Interleaved) { EXPECT_EQ(cfg.model.layers % (l.pp * l.virtual_stages), 0); }
   }
   // 96 heads: tp 64 does not divide them, so it never appears although 64 divides 1024.
   EXPECT_TRUE(std::none_of(layouts.begin(), layouts.end(), [](const Layout& l) { return l.tp == 64; }));
@@ -109,9 +109,9 @@ TEST(Search, RankedFitsFirstThenByThroughput) {
   bool seen_unfit = false;
   for (size_t i = 0; i < res.size(); ++i) {
     if (!res[i].fits) seen_unfit = true;
-    if (seen_unfit) EXPECT_FALSE(res[i].fits) << "a fitting layout after a non-fitting one at " << i;
-    if (i > 0 && res[i].fits) EXPECT_LE(res[i].tokens_per_s, res[i - 1].tokens_per_s);
-    if (i > 0 && !res[i].fits && !res[i - 1].fits) EXPECT_GE(res[i].memory_gb, res[i - 1].memory_gb);
+    if (seen_unfit) { EXPECT_FALSE(res[i].fits) << "a fitting layout after a non-fitting one at " << i; }
+    if (i > 0 && res[i].fits) { EXPECT_LE(res[i].tokens_per_s, res[i - 1].tokens_per_s); }
+    if (i > 0 && !res[i].fits && !res[i - 1].fits) { EXPECT_GE(res[i].memory_gb, res[i - 1].memory_gb); }
   }
   EXPECT_TRUE(seen_unfit);   // 175B on 128 A100-40GB: many layouts do not fit...
   EXPECT_TRUE(res[0].fits);  // ...but some do.

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "model/flops.hpp"
 #include "planner/search.hpp"
 #include "planner/time_model.hpp"
 #include "planner_test_util.hpp"
@@ -39,12 +40,13 @@ TEST(TimeModel, Collectives) {
 }
 
 // Narayanan et al. 2021, eq. (3) without recompute (72 instead of 96): FLOPs per step
-// = 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) for ffn = 4h. Our count sums the GEMMs one by one.
+// = 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) for ffn = 4h. Our count (model/flops.hpp, shared with the
+// training summary) sums the GEMMs one by one.
 TEST(TimeModel, ModelFlopsMatchNarayananClosedForm) {
   const Config cfg = test::gpt3_175b();
   const double B = 1536, s = 2048, l = 96, h = 12288, V = 51200;
   const double closed = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
-  EXPECT_NEAR(model_flops_per_step(cfg.model, 1536) / closed, 1.0, 1e-12);
+  EXPECT_NEAR(model_flops_per_token(cfg.model) * B * s / closed, 1.0, 1e-12);
   // Per layer forward for one sequence: 24 s h^2 + 4 s^2 h.
   EXPECT_DOUBLE_EQ(layer_forward_flops(cfg.model, s), 24 * s * h * h + 4 * s * s * h);
 }

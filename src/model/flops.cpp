@@ -1,0 +1,18 @@
+#include "model/flops.hpp"
+
+#include "model/shapes.hpp"
+
+namespace trident {
+
+double layer_forward_flops(const ModelConfig& m, double tokens) {
+  const GptShapes s = GptShapes::from(m);
+  const double C = double(s.C), F = double(s.F), T = double(s.T);
+  return tokens * (2 * C * 3 * C + 2 * C * C + 2 * 2 * C * F + 4 * T * C);
+}
+
+double model_flops_per_token(const ModelConfig& m) {
+  const double head = 2 * double(m.hidden) * double(m.vocab_size);
+  return 3.0 * (double(m.layers) * layer_forward_flops(m, 1.0) + head);
+}
+
+}  // namespace trident

@@ -1,0 +1,74 @@
+#include "train/gradient_finisher.hpp"
+
+#include <cmath>
+
+namespace trident {
+
+GradientFinisher::GradientFinisher(const GptShapes& shapes, Kernels& kernels, ParallelMesh* mesh,
+                                   const std::vector<std::unique_ptr<GptModel>>& chunks,
+                                   const std::vector<std::unique_ptr<AdamW>>& optimizers, GradientReducer* reducer)
+    : shapes_(shapes), k_(kernels), mesh_(mesh), chunks_(chunks), optimizers_(optimizers), reducer_(reducer) {
+  norm_sums_ = k_.alloc_double(2);
+}
+
+GradientFinisher::~GradientFinisher() { k_.free(norm_sums_); }
+
+double GradientFinisher::finish(double grad_clip) {
+  phases_.clear();
+  if (reducer_) {
+    reducer_->finish_backward();
+    phases_.push_back("dp_buckets");
+  }
+  if (mesh_ && mesh_->tp().size() > 1 && chunks_.front()->sequence_parallel()) {
+    for (auto& chunk : chunks_) chunk->finish_gradients();
+    phases_.push_back("sp_layernorm");
+  }
+  const bool split_tied = shapes_.tied && mesh_ && mesh_->pp().size() > 1;
+  if (split_tied) {
+    reduce_tied_embedding();
+    phases_.push_back("tied_embedding");
+  }
+  if (reducer_ && split_tied) {
+    reducer_->reduce_deferred();
+    phases_.push_back("dp_deferred");
+  }
+  const double norm = global_norm();
+  phases_.push_back("norm");
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    const AdamW& opt = *optimizers_[c];
+    clip_gradients(k_, chunks_[c]->grads() + opt.begin(), opt.end() - opt.begin(), norm, grad_clip);
+  }
+  phases_.push_back("clip");
+  return norm;
+}
+
+void GradientFinisher::reduce_tied_embedding() {
+  Group* group = mesh_->embedding();
+  if (!group) return;  // a middle stage holds neither copy
+  for (auto& chunk : chunks_) {
+    const auto& layout = chunk->layout();
+    if (layout.wte() >= 0) group->all_reduce(chunk->grads() + layout.wte(), layout.find("transformer.wte.weight").numel);
+  }
+}
+
+// The squared sums are accumulated in backend memory and copied to the host once.
+double GradientFinisher::global_norm() {
+  k_.fill_double(norm_sums_, 0.0, 2);
+  const bool duplicate_wte = shapes_.tied && mesh_ && mesh_->pp().size() > 1;
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    // The last stage's copy of a tied embedding is counted by the first stage.
+    const bool skip = duplicate_wte && chunks_[c]->layout().has_head() && !chunks_[c]->layout().has_embedding();
+    // Under ZeRO each DP rank counts its own range (with zero 2 it holds no other reduced gradient).
+    chunks_[c]->add_gradient_square_sums(norm_sums_, skip, optimizers_[c]->begin(), optimizers_[c]->end());
+  }
+  double sums[2];  // sharded over TP, replicated over TP
+  k_.copy_to_host_double(sums, norm_sums_, 2);
+  if (reducer_ && reducer_->zero() > 0) mesh_->dp().all_reduce(sums, 2);
+  double sharded = sums[0], replicated = sums[1];
+  if (mesh_ && mesh_->tp().size() > 1) mesh_->tp().all_reduce(&sharded, 1);
+  double total = sharded + replicated;
+  if (mesh_ && mesh_->pp().size() > 1) mesh_->pp().all_reduce(&total, 1);
+  return std::sqrt(total);
+}
+
+}  // namespace trident

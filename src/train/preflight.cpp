@@ -1,0 +1,27 @@
+#include "train/preflight.hpp"
+
+#include <fmt/format.h>
+
+#include "backend.hpp"
+#include "core/error.hpp"
+#include "train/training_data.hpp"
+
+namespace trident {
+
+void check_supported(const Config& cfg) {
+  if (cfg.runtime.backend == Backend::Cuda) {
+    require_cuda_build();
+    if (cfg.mesh.world_size() > 1)
+      throw NotImplemented(fmt::format("training on the cuda backend with {} ranks (tp {} x pp {} x dp {}): GPU "
+                                       "communication is not built yet; one GPU rank trains",
+                                       cfg.mesh.world_size(), cfg.mesh.tp, cfg.mesh.pp, cfg.mesh.dp));
+  }
+  if (cfg.train.precision == Precision::BF16) throw NotImplemented("train.precision = \"bf16\" (fp32 only so far)");
+}
+
+void check_trainable(const Config& cfg) {
+  check_supported(cfg);
+  open_training_data(cfg);
+}
+
+}  // namespace trident

@@ -1,0 +1,16 @@
+#pragma once
+// What `trident train` refuses before it starts anything, in one place that `trident check` calls too,
+// so that "deck OK" means the run will start: what this build cannot run yet (NotImplemented: the cuda
+// backend in a CPU build, GPU communication, bf16) and training or validation data that is missing or
+// too short (Error naming the file). The deck itself, and the world size, are checked by load_deck.
+#include "deck/config.hpp"
+
+namespace trident {
+
+// What this build cannot run yet (NotImplemented) or cannot run at all (Error).
+void check_supported(const Config& cfg);
+
+// check_supported, then the training and validation data opened as the trainer opens them.
+void check_trainable(const Config& cfg);
+
+}  // namespace trident
