@@ -1,5 +1,7 @@
 #include "comm/watchdog.hpp"
 
+#include <mpi.h>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -30,6 +32,7 @@ struct State {
   bool has_activity = false;
   Activity activity;
   double collective_s = 0, checkpoint_s = 0;
+  int world_rank = 0;
   std::thread thread;
 };
 
@@ -81,7 +84,12 @@ void monitor_loop(double period_s) {
     if (waited <= s.activity.limit_s) continue;
     // The group cannot go away while the lock is held: the Watch that names it waits for the lock.
     const std::string message = describe_timeout(s.activity, waited, g_step.load());
+    const double stagger = std::min(0.3 * s.world_rank, 3.0);
     lock.unlock();
+    // In a stalled job many ranks time out within milliseconds of each other. Lower ranks speak
+    // first, 0.3 s apart (more than abort_job's pause for the launcher), so that one message, the
+    // lowest waiting rank's, ends the job; ranks beyond the 3 s cap may add theirs.
+    std::this_thread::sleep_for(std::chrono::duration<double>(stagger));
     abort_job(message.c_str(), kWatchdogExitCode);
   }
 }
@@ -94,6 +102,7 @@ Monitor::Monitor(double collective_timeout_s, double checkpoint_timeout_s) {
   s.collective_s = collective_timeout_s;
   s.checkpoint_s = checkpoint_timeout_s > 0 ? std::max(checkpoint_timeout_s, collective_timeout_s) : 0;
   if (collective_timeout_s <= 0 && checkpoint_timeout_s <= 0) return;
+  MPI_Comm_rank(MPI_COMM_WORLD, &s.world_rank);
   s.running = true;
   s.stopping = false;
   // Checked often enough that the job ends within about 5% of the shortest limit after it.

@@ -77,6 +77,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         // A DP all-reduce partner stopped: the other rank names it among the group's members.
         StopCase{"dp2", 1, 1, 2, 1, {"ranks that did not arrive: among world ranks 1 "}},
+        // Rank 0 stopped: the other rank reports after its stagger (0.3 s per rank).
+        StopCase{"dp2_rank0", 1, 1, 2, 0, {"ranks that did not arrive: among world ranks 0 "}},
         // A pipeline neighbour stopped: the waiting stage names its send/recv peer (or, in the loss
         // broadcast, its group).
         StopCase{"pp2", 1, 2, 1, 1, {"rank that did not arrive: world rank 1", "among world ranks 1 "}},
