@@ -8,7 +8,9 @@
 // Which ranks did not arrive: for a send or receive, the peer. For a collective, the group's other
 // members: finding the laggards exactly would need an answer from the other ranks, and the missing one
 // cannot answer while the others are inside the very collective it never joined; so the message names
-// the group's other members as the candidates. Cost on the hot path: one uncontended mutex per wait.
+// the group's other members as the candidates. In a stalled job every rank times out at about the same
+// time: ranks report in rank order, 0.3 s apart, so that one message ends the job. Cost on the hot path:
+// one uncontended mutex and one clock read per wait.
 #include <cstdint>
 
 namespace trident {
