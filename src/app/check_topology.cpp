@@ -5,12 +5,19 @@
 #include <iostream>
 
 #include "app/commands.hpp"
+#include "app/memory_check.hpp"
 #include "comm/mesh.hpp"
 #include "core/log.hpp"
 #include "planner/plan_command.hpp"
 #include "train/preflight.hpp"
 
 namespace trident {
+namespace {
+
+std::string gb(double bytes) { return fmt::format("{:.2f} GB", bytes / 1e9); }
+std::string limit_text(double s) { return s > 0 ? fmt::format("{:g} s", s) : std::string("off"); }
+
+}  // namespace
 
 Config load_deck_logged(const DeckArgs& args, const DeckOptions& options) {
   Config cfg = load_deck(args.deck, args.overrides, options);
@@ -37,6 +44,11 @@ int run_check(const CheckArgs& args) {
       parameter_count(m), parameter_count(m) / 1e9, cfg.tokens_per_step(), cfg.micro_batches_per_step(),
       cfg.train.micro_batch, cfg.mesh.dp, cfg.mesh.world_size(), cfg.mesh.tp, cfg.mesh.pp, cfg.mesh.dp, m.head_dim());
   std::cout << planner::check_memory_report(cfg);
+  std::cout << fmt::format("train's memory check (runtime.memory_check = {}): {} per rank needed; {} available on "
+                           "this machine, shared by its ranks\n",
+                           cfg.runtime.memory_check, gb(estimated_rank_bytes(cfg)), gb(available_node_bytes()));
+  std::cout << fmt::format("watchdog: collectives {}, checkpoint writes {}\n",
+                           limit_text(cfg.runtime.collective_timeout_s), limit_text(cfg.runtime.checkpoint_timeout_s));
   if (args.deck_only) {
     std::cout << "deck valid (--deck-only: data and build features not checked)\n";
   } else if (ranks == 0) {

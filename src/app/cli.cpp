@@ -11,6 +11,7 @@
 #include "core/fatal.hpp"
 #include "core/log.hpp"
 #include "planner/plan_command.hpp"
+#include "train/usr1_signal.hpp"
 #include "trident_version.hpp"
 
 namespace trident {
@@ -24,7 +25,8 @@ int world_rank() {
 
 // Adds the DECK positional and the repeatable --set option shared by every deck command.
 void add_deck_args(CLI::App* cmd, DeckArgs& args) {
-  cmd->add_option("deck", args.deck, "Input deck (TOML); see input/README.md")->required()->check(CLI::ExistingFile);
+  // No CLI::ExistingFile check: load_deck reports a missing or unreadable deck as a deck error (exit 2).
+  cmd->add_option("deck", args.deck, "Input deck (TOML); see input/README.md")->required();
   cmd->add_option("--set", args.overrides,
                   "Override a deck key: section.key=value (repeatable; value read as TOML, bare words as strings)")
       ->type_name("KEY=VALUE")
@@ -77,7 +79,8 @@ int parse_and_run(int argc, char** argv) {
 }  // namespace
 
 int cli_main(int argc, char** argv) {
-  tune_blas_for_this_cpu(argc, argv);
+  tune_blas_for_this_cpu(argc, argv);  // may re-execute the process, which resets signal handlers
+  install_usr1_counter();
   MPI_Init(&argc, &argv);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -1,14 +1,27 @@
 // `trident train`.
 #include <mpi.h>
 
+#include <memory>
+
 #include "app/commands.hpp"
+#include "app/memory_check.hpp"
 #include "backend.hpp"
 #include "comm/mesh.hpp"
+#include "comm/watchdog.hpp"
 #include "core/log.hpp"
 #include "train/preflight.hpp"
 #include "train/trainer.hpp"
 
 namespace trident {
+namespace {
+
+// Communicator set-up is collective over the world: a rank that never gets there is the watchdog's.
+std::unique_ptr<ParallelMesh> make_mesh(const Config& cfg) {
+  const watchdog::Watch watch("communicator set-up", cfg.runtime.collective_timeout_s);
+  return std::make_unique<ParallelMesh>(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
+}
+
+}  // namespace
 
 int run_train(const DeckArgs& args) {
   int world = 1;
@@ -17,10 +30,12 @@ int run_train(const DeckArgs& args) {
   check_supported(cfg);  // before the backend starts: `check` refuses the same, in the same order
   log::info("trident train {} (tp {} x pp {} x dp {}, {} ranks)", cfg.source, cfg.mesh.tp, cfg.mesh.pp, cfg.mesh.dp,
             world);
-  ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
-  const auto backend = start_backend(cfg.runtime.backend, mesh.node().local_rank, mesh.node().local_size);
+  const watchdog::Monitor monitor(cfg.runtime.collective_timeout_s, cfg.runtime.checkpoint_timeout_s);
+  const auto mesh = make_mesh(cfg);
+  check_memory_fits(cfg, mesh->node().local_size);
+  const auto backend = start_backend(cfg.runtime.backend, mesh->node().local_rank, mesh->node().local_size);
   log::info("compute backend: {}", backend->describe());
-  Trainer trainer(cfg, backend->kernels(), &mesh);
+  Trainer trainer(cfg, backend->kernels(), mesh.get());
   trainer.run();
   return 0;
 }

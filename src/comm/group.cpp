@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "comm/nccl.hpp"
+#include "comm/watchdog.hpp"
 #include "core/error.hpp"
 
 namespace trident {
@@ -71,7 +72,8 @@ template <class T> bool Group::on_device(const T* p) const { return nccl_ && Ncc
 
 // Waiting: MPICH's blocking waits busy-poll, which starves other ranks when there are more ranks than
 // cores; "poll" tests and sleeps a few microseconds instead (see docs/architecture.md for numbers).
-void Group::wait_mpi(MPI_Request* r) {
+void Group::wait_mpi(MPI_Request* r, const char* operation, int peer) {
+  const watchdog::Watch watch(operation, *this, peer);
   const double start = MPI_Wtime();
   if (wait_ == MpiWait::Block) {
     check_mpi(MPI_Wait(r, MPI_STATUS_IGNORE), "MPI_Wait");
@@ -92,6 +94,7 @@ template <class T> void Group::all_reduce(T* data, int64_t n, ReduceOp op) {
   counters_.add(CommOp::AllReduce, n * int64_t(sizeof(T)));
   if (on_device(data)) return nccl_->all_reduce(data, n, nccl_type<T>(), op);
   if (wait_ == MpiWait::Block) {
+    const watchdog::Watch watch("all_reduce", *this);
     const double start = MPI_Wtime();
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, count(n), mpi_type<T>(), mpi_op(op), comm_), "MPI_Allreduce");
     counters_.seconds += MPI_Wtime() - start;
@@ -99,7 +102,7 @@ template <class T> void Group::all_reduce(T* data, int64_t n, ReduceOp op) {
   }
   MPI_Request r;
   check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, count(n), mpi_type<T>(), mpi_op(op), comm_, &r), "MPI_Iallreduce");
-  wait_mpi(&r);
+  wait_mpi(&r, "all_reduce");
 }
 
 template <class T> void Group::reduce_scatter(const T* send, T* recv, int64_t recv_count) {
@@ -108,7 +111,7 @@ template <class T> void Group::reduce_scatter(const T* send, T* recv, int64_t re
   MPI_Request r;
   check_mpi(MPI_Ireduce_scatter_block(send, recv, count(recv_count), mpi_type<T>(), MPI_SUM, comm_, &r),
             "MPI_Ireduce_scatter_block");
-  wait_mpi(&r);
+  wait_mpi(&r, "reduce_scatter");
 }
 
 template <class T> void Group::all_gather(const T* send, T* recv, int64_t send_count) {
@@ -117,7 +120,7 @@ template <class T> void Group::all_gather(const T* send, T* recv, int64_t send_c
   MPI_Request r;
   check_mpi(MPI_Iallgather(send, count(send_count), mpi_type<T>(), recv, count(send_count), mpi_type<T>(), comm_, &r),
             "MPI_Iallgather");
-  wait_mpi(&r);
+  wait_mpi(&r, "all_gather");
 }
 
 template <class T> void Group::broadcast(T* data, int64_t n, int root) {
@@ -126,7 +129,7 @@ template <class T> void Group::broadcast(T* data, int64_t n, int root) {
   if (on_device(data)) return nccl_->broadcast(data, n, nccl_type<T>(), root);
   MPI_Request r;
   check_mpi(MPI_Ibcast(data, count(n), mpi_type<T>(), root, comm_, &r), "MPI_Ibcast");
-  wait_mpi(&r);
+  wait_mpi(&r, "broadcast");
 }
 
 template <class T> void Group::send(const T* data, int64_t n, int dest, int tag) {
@@ -141,7 +144,7 @@ template <class T> void Group::recv(T* data, int64_t n, int source, int tag) {
 
 template <class T> Request Group::isend(const T* data, int64_t n, int dest, int tag) {
   counters_.add(CommOp::Send, n * int64_t(sizeof(T)));
-  Request r;
+  Request r{MPI_REQUEST_NULL, "send", dest};
   if (on_device(data)) {
     nccl_->send(data, n, nccl_type<T>(), dest);
     return r;
@@ -152,7 +155,7 @@ template <class T> Request Group::isend(const T* data, int64_t n, int dest, int 
 
 template <class T> Request Group::irecv(T* data, int64_t n, int source, int tag) {
   counters_.add(CommOp::Recv, n * int64_t(sizeof(T)));
-  Request r;
+  Request r{MPI_REQUEST_NULL, "recv", source};
   if (on_device(data)) {
     nccl_->recv(data, n, nccl_type<T>(), source);
     return r;
@@ -162,7 +165,7 @@ template <class T> Request Group::irecv(T* data, int64_t n, int source, int tag)
 }
 
 template <class T> Request Group::iall_reduce(T* data, int64_t n, ReduceOp op) {
-  Request r;
+  Request r{MPI_REQUEST_NULL, "all_reduce"};
   if (size_ == 1) return r;
   counters_.add(CommOp::AllReduce, n * int64_t(sizeof(T)));
   if (on_device(data)) {
@@ -175,7 +178,7 @@ template <class T> Request Group::iall_reduce(T* data, int64_t n, ReduceOp op) {
 }
 
 template <class T> Request Group::ireduce(T* data, int64_t n, int root) {
-  Request r;
+  Request r{MPI_REQUEST_NULL, "reduce"};
   if (size_ == 1) return r;
   counters_.add(CommOp::Reduce, n * int64_t(sizeof(T)));
   TRIDENT_CHECK(!on_device(data), "Group::ireduce: device buffers are not supported (NCCL path not built)");
@@ -185,7 +188,7 @@ template <class T> Request Group::ireduce(T* data, int64_t n, int root) {
 }
 
 template <class T> Request Group::ibroadcast(T* data, int64_t n, int root) {
-  Request r;
+  Request r{MPI_REQUEST_NULL, "broadcast"};
   if (size_ == 1) return r;
   counters_.add(CommOp::Broadcast, n * int64_t(sizeof(T)));
   TRIDENT_CHECK(!on_device(data), "Group::ibroadcast: device buffers are not supported (NCCL path not built)");
@@ -194,7 +197,7 @@ template <class T> Request Group::ibroadcast(T* data, int64_t n, int root) {
 }
 
 void Group::wait(Request& r) {
-  if (r.mpi != MPI_REQUEST_NULL) wait_mpi(&r.mpi);
+  if (r.mpi != MPI_REQUEST_NULL) wait_mpi(&r.mpi, r.operation, r.peer);
   r.mpi = MPI_REQUEST_NULL;
   if (nccl_) nccl_->synchronize();
 }
@@ -214,7 +217,7 @@ void Group::barrier() {
   if (size_ == 1) return;
   MPI_Request r;
   check_mpi(MPI_Ibarrier(comm_, &r), "MPI_Ibarrier");
-  wait_mpi(&r);
+  wait_mpi(&r, "barrier");
 }
 
 void Group::attach_nccl() {

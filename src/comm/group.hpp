@@ -37,6 +37,8 @@ struct CommCounters {
 // An outstanding non-blocking operation; wait on it through its group.
 struct Request {
   MPI_Request mpi = MPI_REQUEST_NULL;
+  const char* operation = "";  // for the watchdog's message: "all_reduce", "send", ...
+  int peer = -1;               // group rank of a send/recv partner; -1 for a collective
 };
 
 class NcclComm;  // comm/nccl.hpp, CUDA builds only
@@ -85,7 +87,8 @@ class Group {
   bool has_nccl() const { return nccl_ != nullptr; }
 
  private:
-  void wait_mpi(MPI_Request* r);
+  // Waits for r under the watchdog (comm/watchdog.hpp): operation and peer name it if it never completes.
+  void wait_mpi(MPI_Request* r, const char* operation, int peer = -1);
   template <class T> bool on_device(const T* p) const;
 
   std::string name_;

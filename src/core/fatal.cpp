@@ -2,6 +2,10 @@
 
 #include <mpi.h>
 
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -59,18 +63,57 @@ int run_or_abort(const std::function<int()>& body) {
 }
 
 namespace {
-void on_fatal_signal(int sig) {
+
+// Fixed slots so that the signal handler reads them without locks or allocation.
+struct MappedFileSlot {
+  std::atomic<const char*> base{nullptr};
+  size_t length = 0;
+  char path[512] = {};
+};
+MappedFileSlot g_mapped[256];
+
+const MappedFileSlot* mapped_file_at(const void* address) {
+  const char* a = static_cast<const char*>(address);
+  for (const auto& slot : g_mapped) {
+    const char* base = slot.base.load();
+    if (base && a >= base && a < base + slot.length) return &slot;
+  }
+  return nullptr;
+}
+
+void on_fatal_signal(int sig, siginfo_t* info, void*) {
   // Only async-signal-safe calls before MPI_Abort; the message is best effort.
   const char* name = sig == SIGSEGV ? "SIGSEGV" : sig == SIGFPE ? "SIGFPE" : sig == SIGBUS ? "SIGBUS" : "SIGILL";
-  char buf[96];
+  char buf[768];
   int n = std::snprintf(buf, sizeof buf, "trident: fatal signal %s, ending the job\n", name);
-  if (n > 0) (void)!write(STDERR_FILENO, buf, static_cast<size_t>(n));
+  const MappedFileSlot* file = sig == SIGBUS && info ? mapped_file_at(info->si_addr) : nullptr;
+  if (file)
+    n = std::snprintf(buf, sizeof buf,
+                      "trident: fatal signal SIGBUS reading %s at byte offset %zu (mapped with %zu bytes): the file "
+                      "was truncated or replaced while the job ran; ending the job\n",
+                      file->path, size_t(static_cast<const char*>(info->si_addr) - file->base.load()), file->length);
+  if (n > 0) (void)!write(STDERR_FILENO, buf, std::min(size_t(n), sizeof buf - 1));
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized) MPI_Abort(MPI_COMM_WORLD, 128 + sig);
   std::_Exit(128 + sig);
 }
 }  // namespace
+
+void register_mapped_file(const void* base, size_t length, const char* path) {
+  for (auto& slot : g_mapped) {
+    if (slot.base.load()) continue;
+    slot.length = length;
+    std::snprintf(slot.path, sizeof slot.path, "%s", path);
+    slot.base.store(static_cast<const char*>(base));  // published last: the handler sees a complete slot
+    return;
+  }
+}
+
+void unregister_mapped_file(const void* base) {
+  for (auto& slot : g_mapped)
+    if (slot.base.load() == base) slot.base.store(nullptr);
+}
 
 void install_fatal_handlers() {
   std::set_terminate([] {
@@ -84,7 +127,11 @@ void install_fatal_handlers() {
       abort_job("uncaught non-standard exception");
     }
   });
-  for (int sig : {SIGSEGV, SIGFPE, SIGBUS, SIGILL}) std::signal(sig, on_fatal_signal);
+  struct sigaction sa {};
+  sa.sa_sigaction = on_fatal_signal;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGSEGV, SIGFPE, SIGBUS, SIGILL}) sigaction(sig, &sa, nullptr);
 }
 
 }  // namespace trident

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/fatal.hpp"
 
 namespace trident {
 
@@ -38,6 +39,7 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
       throw Error(fmt::format("cannot memory-map '{}' ({} bytes): {}", path, size_, std::strerror(err)));
     }
     data_ = static_cast<const uint8_t*>(p);
+    register_mapped_file(data_, static_cast<size_t>(size_), path.c_str());
   }
   ::close(fd);  // the mapping keeps the file open
 }
@@ -59,6 +61,7 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
 }
 
 void MappedFile::unmap() noexcept {
+  if (data_) unregister_mapped_file(data_);
   if (data_) ::munmap(const_cast<uint8_t*>(data_), static_cast<size_t>(size_));
   data_ = nullptr;
   size_ = 0;

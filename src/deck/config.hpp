@@ -3,6 +3,7 @@
 // overrides and validation. Every module reads its own section; none parses TOML itself.
 // Keys, defaults and ranges are defined once, in deck/schema.cpp, and documented in input/README.md.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,9 @@ struct RuntimeConfig {
   MpiWait mpi_wait = MpiWait::Block;
   double peak_tflops = 0;    // for MFU; 0 = the backend's own figure
   std::string trace;         // Chrome trace JSON path; empty = none
+  double collective_timeout_s = 300;   // watchdog limit of one communication; 0 = off
+  double checkpoint_timeout_s = 3600;  // watchdog limit of a checkpoint write or read; 0 = off
+  bool memory_check = true;  // refuse to train a layout whose planner estimate exceeds the memory available
 };
 
 struct Config {
@@ -112,8 +116,9 @@ struct Config {
 };
 
 // Exact parameter count of the GPT-2 model the config describes (unpadded vocabulary; the LM head
-// counted once when tied).
+// counted once when tied). A validated deck's count fits; beyond int64 the checked form is empty.
 int64_t parameter_count(const ModelConfig& m);
+std::optional<int64_t> checked_parameter_count(const ModelConfig& m);
 
 const char* to_string(Schedule v);
 const char* to_string(LrSchedule v);

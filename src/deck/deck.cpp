@@ -4,6 +4,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -18,6 +19,10 @@ namespace trident {
 namespace {
 
 using deck::KeySpec;
+
+// 2^47 elements: 100 times the largest models trained today, and byte counts of 16 per element with
+// every multiplier the planner applies still fit in int64.
+constexpr int64_t kMaxModelElements = int64_t(1) << 47;
 
 // " did you mean 'x'?" when one candidate is close enough to be a typo.
 std::string suggestion(const std::string& word, const std::vector<std::string>& candidates, const char* quote_open,
@@ -225,10 +230,33 @@ class DeckReader {
       rule_error("model", "vocab_size",
                  fmt::format("[data] format = \"text\" uses byte tokens, so [model] vocab_size = {} must be >= 256",
                              m.vocab_size));
+    if (cfg.data.val_every > 0 && cfg.data.val_path.empty())
+      rule_error("data", "val_every",
+                 fmt::format("[data] val_every = {} needs [data] val_path (the validation data)", cfg.data.val_every));
+    check_model_size(cfg);
     if ((cfg.checkpoint.every_steps > 0 || cfg.checkpoint.every_minutes > 0) && cfg.checkpoint.dir.empty())
       rule_error("checkpoint", "every_steps", "[checkpoint] every_steps/every_minutes need [checkpoint] dir");
     if (mesh.zero > 0 && mesh.dp == 1)
       cfg.warnings.push_back(fmt::format("{}: [mesh] zero = {} has no effect with dp = 1", where("mesh", "zero"), mesh.zero));
+  }
+
+  // Sizes beyond kMaxModelElements would overflow the 64-bit byte counts of the model and the planner.
+  void check_model_size(const Config& cfg) const {
+    const auto params = checked_parameter_count(cfg.model);
+    if (!params || *params > kMaxModelElements)
+      rule_error("model", "hidden",
+                 fmt::format("[model] the model has {} parameters; at most {} are supported",
+                             params ? fmt::format("{}", *params) : std::string("more than 2^63"),
+                             kMaxModelElements));
+    const auto& m = cfg.model;
+    const long double activation = (long double)(cfg.train.micro_batch) * m.seq_len *
+                                   std::max({3 * m.hidden, m.ffn_hidden, m.vocab_size + m.vocab_pad_to});
+    if (activation > (long double)kMaxModelElements)
+      rule_error("train", "micro_batch",
+                 fmt::format("[train] micro_batch * [model] seq_len * the widest layer = {} * {} * {} elements in "
+                             "one activation; at most {} are supported",
+                             cfg.train.micro_batch, m.seq_len,
+                             std::max({3 * m.hidden, m.ffn_hidden, m.vocab_size + m.vocab_pad_to}), kMaxModelElements));
   }
 
   void check_pipeline_rules(Config& cfg) const {
@@ -281,7 +309,23 @@ class DeckReader {
   }
 };
 
-std::string read_file(const std::string& path) {
+// Decks are a few KiB; anything near this is not one (and /dev/zero would otherwise be read forever).
+constexpr std::uintmax_t kMaxDeckBytes = 4 << 20;
+
+// Only a regular file is read: a FIFO or a device would block or never end.
+std::string read_deck_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st))
+    throw Error(fmt::format("{}: cannot read the deck file ({})", path,
+                            ec ? ec.message() : std::string("No such file or directory")));
+  if (fs::is_directory(st)) throw Error(fmt::format("{}: is a directory, not a deck file", path));
+  if (!fs::is_regular_file(st))
+    throw Error(fmt::format("{}: is not a regular file (a FIFO, socket or device); a deck must be a TOML file", path));
+  const std::uintmax_t size = fs::file_size(path, ec);
+  if (!ec && size > kMaxDeckBytes)
+    throw Error(fmt::format("{}: {} bytes is too large for a deck (at most {} bytes)", path, size, kMaxDeckBytes));
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error(fmt::format("{}: cannot open the deck file ({})", path, std::strerror(errno)));
   std::ostringstream os;
@@ -292,8 +336,7 @@ std::string read_file(const std::string& path) {
 }  // namespace
 
 Config load_deck(const std::string& path, const std::vector<std::string>& overrides, const DeckOptions& options) {
-  if (std::filesystem::is_directory(path)) throw Error(fmt::format("{}: is a directory, not a deck file", path));
-  return parse_deck(read_file(path), path, overrides, options);
+  return parse_deck(read_deck_file(path), path, overrides, options);
 }
 
 Config parse_deck(const std::string& text, const std::string& source_name, const std::vector<std::string>& overrides,
@@ -313,7 +356,9 @@ std::string deck_reference_markdown() {
      << "heads and ffn_hidden divisible by tp; global_batch divisible by micro_batch*dp; the pipeline needs at\n"
      << "least one layer per chunk (pp*virtual_stages chunks); interleaved needs virtual_stages >= 2 and\n"
      << "micro-batches per step a multiple of pp; sequence_parallel needs seq_len divisible by tp; bf16 needs\n"
-     << "the cuda backend; checkpoint intervals need checkpoint.dir.\n";
+     << "the cuda backend; checkpoint intervals need checkpoint.dir; val_every needs val_path; at most 2^47\n"
+     << "parameters, and at most 2^47 elements in one activation (micro_batch * seq_len * the widest layer).\n"
+     << "Float keys with an open bound (beta1, beta2 < 1; eps > 0, ...) are also checked after rounding to fp32.\n";
   for (const auto& s : deck::sections()) {
     os << "\n## [" << s << "]\n\n| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n";
     for (const auto& k : deck::schema()) {

@@ -19,6 +19,12 @@ std::optional<ValueError> wrong_type(const toml::node& n) {
   return ValueError{fmt::format("wrong type ({})", toml_type_name(n))};
 }
 
+// A TOML integer given for a float key is converted (rounded to the nearest double when beyond 2^53).
+double number_value(const toml::node& n) {
+  if (const auto* i = n.as_integer()) return double(i->get());
+  return n.as_floating_point()->get();
+}
+
 std::string range_text(int64_t lo, int64_t hi) { return fmt::format("an integer in [{}, {}]", lo, hi); }
 
 // Defaults come from the member initialisers in config.hpp, so they are written in one place.
@@ -62,9 +68,13 @@ KeySpec real(const char* sec, const char* key, double S::*m, S Config::*s, doubl
   k.doc = std::move(doc);
   k.apply = [=](const toml::node& n, Config& c) -> std::optional<ValueError> {
     if (!n.is_number()) return wrong_type(n);
-    const double v = n.value<double>().value();
+    const double v = number_value(n);
     if (!std::isfinite(v) || v < lo || (lo_open && v == lo) || v > hi || (hi_open && v == hi))
       return ValueError{"out of range"};
+    // Training arithmetic is fp32: a value inside an open bound that rounds onto it (beta2 = 0.99999999
+    // becomes 1.0f) would pass here and misbehave in the run.
+    if ((lo_open && float(v) == float(lo)) || (hi_open && float(v) == float(hi)))
+      return ValueError{fmt::format("out of range once rounded to fp32 ({})", float(v))};
     c.*s.*m = v;
     return std::nullopt;
   };
@@ -147,7 +157,7 @@ KeySpec layers_per_stage() {
   k.key = "layers_per_stage";
   k.type = "integer array";
   k.default_text = "[] (balanced)";
-  k.allowed = "an array of pp*virtual_stages integers >= 1 that sum to model.layers";
+  k.allowed = "an array of pp*virtual_stages integers in [1, 2147483647] that sum to model.layers";
   k.doc = "Layers of each pipeline chunk, in pipeline order; overrides the balanced partition "
           "(e.g. fewer layers on the stages that also hold the embedding or the LM head).";
   k.apply = [](const toml::node& n, Config& c) -> std::optional<ValueError> {
@@ -158,6 +168,7 @@ KeySpec layers_per_stage() {
       auto x = e.value_exact<int64_t>();
       if (!e.is_integer() || !x) return ValueError{"every element must be an integer"};
       if (*x < 1) return ValueError{"a stage with no layers"};
+      if (*x > kMaxInt) return ValueError{fmt::format("an element above {} (model.layers' maximum)", kMaxInt)};
       v.push_back(*x);
     }
     c.mesh.layers_per_stage = std::move(v);
@@ -321,6 +332,20 @@ std::vector<KeySpec> build() {
                    "Peak TFLOP/s per rank used for MFU; 0 = the backend's own estimate."));
   k.push_back(text("runtime", "trace", &RuntimeConfig::trace, &Config::runtime, "empty, or a file path",
                    "Chrome trace JSON of the per-stage timeline; empty = none."));
+  k.push_back(real("runtime", "collective_timeout_s", &RuntimeConfig::collective_timeout_s, &Config::runtime, 0.0,
+                   false, inf,
+                   "Watchdog: a collective or send/receive that has not completed after this many seconds ends "
+                   "the job (exit code 4), naming the operation, the group, the step and the ranks that did not "
+                   "arrive; 0 = off."));
+  k.push_back(real("runtime", "checkpoint_timeout_s", &RuntimeConfig::checkpoint_timeout_s, &Config::runtime, 0.0,
+                   false, inf,
+                   "Watchdog limit of a checkpoint write or resume, file system time included (the longer of this "
+                   "and collective_timeout_s); 0 = no limit of its own (its communications keep "
+                   "collective_timeout_s)."));
+  k.push_back(boolean("runtime", "memory_check", &RuntimeConfig::memory_check, &Config::runtime,
+                      "`train` compares the planner's per-rank memory estimate with the memory available to each "
+                      "rank (MemAvailable or the cgroup limit, shared by the ranks of a node) and refuses a layout "
+                      "that does not fit; false skips the check."));
   return k;
 }
 

@@ -1,11 +1,42 @@
 #include "pipeline/partition.hpp"
 
-#include <algorithm>
-#include <limits>
-
 #include "core/error.hpp"
 
 namespace trident {
+namespace {
+
+// The minimax partition when every layer costs `layer` and the last chunk also carries `head`: the
+// smallest maximum chunk cost, and among the best partitions the one that gives later chunks more
+// layers. Closed form of the dynamic program over (chunks, layers) (O(chunks * layers^2), which
+// never finished for 10^6 layers): the first chunks share j layers evenly (cost ceil(j/(chunks-1))
+// layers, non-decreasing in j), the last takes L - j (decreasing in j); the best j is where the two
+// cross, found by bisection.
+std::vector<int64_t> minimax_partition(int64_t L, int64_t chunks, double layer, double head) {
+  if (chunks == 1) return {L};
+  const int64_t front = chunks - 1;
+  const auto front_cost = [&](int64_t j) { return double((j + front - 1) / front) * layer; };
+  const auto last_cost = [&](int64_t j) { return double(L - j) * layer + head; };
+  // crossing: the smallest j in [front, L-1] with front_cost(j) >= last_cost(j), or L when none.
+  int64_t lo = front, hi = L;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (front_cost(mid) >= last_cost(mid)) hi = mid;
+    else lo = mid + 1;
+  }
+  const int64_t crossing = lo;
+  // Left of the crossing the last chunk decides (its cost falls with j); from it on, the first chunks.
+  int64_t j = crossing;
+  if (crossing > front && (crossing == L || last_cost(crossing - 1) <= front_cost(crossing))) j = crossing - 1;
+  std::vector<int64_t> sizes(static_cast<size_t>(chunks));
+  sizes[size_t(front)] = L - j;
+  for (int64_t k = front; k > 0; --k) {
+    sizes[size_t(k - 1)] = (j + k - 1) / k;  // later chunks take the rounded-up share
+    j -= sizes[size_t(k - 1)];
+  }
+  return sizes;
+}
+
+}  // namespace
 
 std::vector<int64_t> partition_layers(const Config& cfg) {
   const int64_t chunks = int64_t(cfg.mesh.pp) * cfg.mesh.virtual_stages;
@@ -14,24 +45,7 @@ std::vector<int64_t> partition_layers(const Config& cfg) {
   TRIDENT_CHECK(L >= chunks, "{} layers cannot fill {} pipeline chunks", L, chunks);
   const double layer = 24.0 * C * C + 4.0 * T * C;
   const double head = 2.0 * C * V;
-  // best[k][l]: smallest possible maximum chunk cost when the first k chunks hold the first l layers.
-  const double inf = std::numeric_limits<double>::infinity();
-  std::vector<std::vector<double>> best(chunks + 1, std::vector<double>(L + 1, inf));
-  std::vector<std::vector<int64_t>> cut(chunks + 1, std::vector<int64_t>(L + 1, 0));
-  best[0][0] = 0;
-  for (int64_t k = 1; k <= chunks; ++k)
-    for (int64_t l = k; l <= L - (chunks - k); ++l)
-      for (int64_t j = k - 1; j < l; ++j) {
-        const double cost = (l - j) * layer + (k == chunks ? head : 0.0);
-        const double worst = std::max(best[k - 1][j], cost);
-        if (worst < best[k][l]) best[k][l] = worst, cut[k][l] = j;
-      }
-  std::vector<int64_t> sizes(chunks);
-  for (int64_t k = chunks, l = L; k > 0; --k) {
-    sizes[k - 1] = l - cut[k][l];
-    l = cut[k][l];
-  }
-  return sizes;
+  return minimax_partition(L, chunks, layer, head);
 }
 
 ChunkSpec chunk_spec(const std::vector<int64_t>& sizes, int64_t g) {

@@ -346,9 +346,9 @@ void add_plan_command(CLI::App& app, DeckLoader load_deck) {
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
       "plan", "Predict memory and step time of parallel layouts for the deck's model on a cluster, and rank them");
+  // No CLI::ExistingFile: load_deck reports a missing or unreadable deck as a deck error (exit 2).
   cmd->add_option("deck", a->deck, "Input deck (TOML): its [model] and train.global_batch are the workload")
-      ->required()
-      ->check(CLI::ExistingFile);
+      ->required();
   cmd->add_option("--set", a->overrides, "Override a deck key: section.key=value (repeatable)")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 
@@ -10,9 +13,24 @@
 
 namespace trident {
 
+void check_output_path(const std::string& what, const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path parent = fs::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) fs::create_directories(parent, ec);
+  if (ec || (!parent.empty() && !fs::is_directory(parent)))
+    throw Error(fmt::format("{} = \"{}\": cannot create the directory {}: {}", what, path, parent.string(),
+                            ec ? ec.message() : "a file of that name exists"));
+  const fs::path dir = parent.empty() ? fs::path(".") : parent;
+  if (fs::is_directory(path)) throw Error(fmt::format("{} = \"{}\" is a directory, not a file", what, path));
+  const bool exists = fs::exists(path, ec);
+  if (::access(exists ? path.c_str() : dir.c_str(), W_OK) != 0)
+    throw Error(fmt::format("{} = \"{}\": {} is not writable ({})", what, path, exists ? path : dir.string(),
+                            std::strerror(errno)));
+}
+
 MetricsWriter::MetricsWriter(const std::string& path, bool append) : path_(path) {
-  const auto parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent);
+  check_output_path("[runtime] metrics", path);
   out_.open(path, append ? std::ios::app : std::ios::trunc);
   TRIDENT_CHECK(out_.good(), "runtime.metrics: cannot open {} for writing ({})", path, std::strerror(errno));
 }

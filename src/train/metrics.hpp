@@ -46,6 +46,11 @@ class MetricsWriter {
   std::ofstream out_;
 };
 
+// Checks at start-up that an output file can be written later: its parent directory exists or can be
+// created, and the path is not a directory nor an unwritable file. Throws trident::Error naming the
+// deck key (`what`, e.g. "[runtime] metrics") and the reason. Creates the parent directories only.
+void check_output_path(const std::string& what, const std::string& path);
+
 std::string format_log_line(const StepMetrics& m, int64_t total_steps);
 
 // Peak resident set size of this process (VmHWM), in bytes; 0 when unknown.

@@ -10,7 +10,11 @@ namespace trident {
 // What this build cannot run yet (NotImplemented) or cannot run at all (Error).
 void check_supported(const Config& cfg);
 
-// check_supported, then the training and validation data opened as the trainer opens them.
+// The metrics and trace files can be written (world rank 0 writes them): fails now, not after the last
+// step. (checkpoint.dir is checked by TrainingCheckpoints.)
+void check_output_paths(const Config& cfg);
+
+// check_supported, the output paths, then the training and validation data opened as the trainer opens them.
 void check_trainable(const Config& cfg);
 
 }  // namespace trident

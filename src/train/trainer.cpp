@@ -1,6 +1,8 @@
 #include "train/trainer.hpp"
 
 #include <chrono>
+#include <cstring>
+#include <new>
 #include <cmath>
 #include <vector>
 
@@ -10,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "comm/watchdog.hpp"
 #include "core/log.hpp"
 #include "distributed/zero_partition.hpp"
 #include "model/flops.hpp"
@@ -17,34 +20,79 @@
 #include "pipeline/partition.hpp"
 #include "train/checkpointing.hpp"
 #include "train/preflight.hpp"
+#include "train/usr1_signal.hpp"
 
 namespace trident {
+namespace {
+
+// Runs f; an allocation that fails inside it (std::bad_alloc, or the backend's "failed to allocate")
+// becomes an Error naming what was being allocated, instead of an internal error.
+template <class F> void allocating(const std::string& what, F&& f) {
+  const auto fail = [&](const char* detail) {
+    throw Error(fmt::format("out of memory while allocating {} ({}); the memory estimate before start-up is "
+                            "`trident check`'s, and runtime.memory_check = true refuses such layouts early",
+                            what, detail));
+  };
+  try {
+    f();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::bad_alloc& e) {
+    fail(e.what());
+  } catch (const std::runtime_error& e) {
+    if (std::string(e.what()).find("failed to allocate") == std::string::npos) throw;
+    fail(e.what());
+  }
+}
+
+// SIGUSR1 that reached the process-wide counter (train/usr1_signal.hpp) rather than
+// TrainingCheckpoints' handler: sent during start-up, or while checkpoints are off.
+void forward_usr1(const Config& cfg, long& seen, int64_t step) {
+  const long count = usr1_count();
+  if (count == seen) return;
+  seen = count;
+  if (cfg.checkpoint.dir.empty()) {
+    log::warn("SIGUSR1 received before step {}: no checkpoint is written because [checkpoint] dir is empty", step);
+    return;
+  }
+  request_checkpoint();
+  log::warn("SIGUSR1 received during start-up: a checkpoint follows step {}", step);
+}
+
+}  // namespace
 
 Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh) : cfg_(cfg), k_(kernels), mesh_(mesh) {
   TRIDENT_CHECK(mesh_ || cfg_.mesh.world_size() == 1, "a parallel layout needs a ParallelMesh");
   check_supported(cfg_);
+  if (!mesh_ || mesh_->world_rank() == 0) check_output_paths(cfg_);
   TensorParallel tp;
   if (mesh_ && cfg_.mesh.tp > 1) tp = TensorParallel{&mesh_->tp(), cfg_.mesh.sequence_parallel};
   shapes_ = GptShapes::from(cfg_.model, cfg_.mesh.tp);
   const int pp = cfg_.mesh.pp, v = cfg_.mesh.virtual_stages;
   const int stage = mesh_ ? mesh_->coord().pp : 0;
   const std::vector<int64_t> sizes = partition_layers(cfg_);
-  for (int c = 0; c < v; ++c) {
-    chunks_.push_back(std::make_unique<GptModel>(shapes_, k_, cfg_.train.recompute, cfg_.train.micro_batch, tp,
-                                                 chunk_spec(sizes, int64_t(c) * pp + stage)));
-  }
+  allocating("the parameters and gradients of this rank's model chunks", [&] {
+    for (int c = 0; c < v; ++c) {
+      chunks_.push_back(std::make_unique<GptModel>(shapes_, k_, cfg_.train.recompute, cfg_.train.micro_batch, tp,
+                                                   chunk_spec(sizes, int64_t(c) * pp + stage)));
+    }
+  });
   make_gradient_reducer();
-  for (int c = 0; c < v; ++c) {
-    const auto& layout = chunks_[size_t(c)]->layout();
-    optimizers_.push_back(std::make_unique<AdamW>(layout, k_, cfg_.train, reducer_ ? reducer_->shard_begin(c) : 0,
-                                                  reducer_ ? reducer_->shard_end(c) : layout.total()));
-  }
+  allocating("the AdamW moments", [&] {
+    for (int c = 0; c < v; ++c) {
+      const auto& layout = chunks_[size_t(c)]->layout();
+      optimizers_.push_back(std::make_unique<AdamW>(layout, k_, cfg_.train, reducer_ ? reducer_->shard_begin(c) : 0,
+                                                    reducer_ ? reducer_->shard_end(c) : layout.total()));
+    }
+  });
 
   // The whole model is built on every rank, then each keeps its chunks' shards: the same global
   // weights whatever the layout. (Generating only the local slices is possible, since the
   // initialisation is counter-based, when models outgrow host memory.)
   const ParameterLayout whole(shapes_);
-  std::vector<float> weights(whole.total());
+  std::vector<float> weights;
+  allocating(fmt::format("the start-up copy of the whole model ({} fp32 values)", whole.total()),
+             [&] { weights.resize(size_t(whole.total())); });
   if (cfg_.model.init_from.empty()) {
     init_parameters(whole, cfg_.model.init_std, cfg_.model.seed, weights.data());
   } else {
@@ -66,7 +114,10 @@ Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh) : cfg_
   finisher_ = std::make_unique<GradientFinisher>(shapes_, k_, mesh_, chunks_, optimizers_, reducer_.get());
 
   checkpoints_ = std::make_unique<TrainingCheckpoints>(cfg_, k_, mesh_, chunks_, optimizers_);
-  first_step_ = checkpoints_->resume() + 1;
+  {
+    const watchdog::Watch watch("checkpoint resume", watchdog::checkpoint_limit_s());
+    first_step_ = checkpoints_->resume() + 1;
+  }
 }
 
 Trainer::~Trainer() = default;
@@ -106,6 +157,7 @@ void Trainer::make_gradient_reducer() {
 StepMetrics Trainer::train_step(int64_t step) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
+  watchdog::set_step(step);
   const auto& t = cfg_.train;
   const double positions = double(t.global_batch) * double(shapes_.T);
 
@@ -168,6 +220,7 @@ void Trainer::write_trace() const {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   int length = int(text.size());
   std::vector<int> lengths(size), offsets(size);
+  const watchdog::Watch watch("trace gather (MPI_COMM_WORLD)", watchdog::collective_limit_s());
   MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
   std::string all;
   if (rank == 0) {
@@ -180,7 +233,7 @@ void Trainer::write_trace() const {
   for (int r = 0; r < size; ++r)
     for (auto& e : nlohmann::json::parse(all.substr(size_t(offsets[r]), size_t(lengths[r])))) events.push_back(e);
   std::ofstream f(cfg_.runtime.trace);
-  TRIDENT_CHECK(f.good(), "runtime.trace: cannot write {}", cfg_.runtime.trace);
+  if (!f.good()) throw Error(fmt::format("[runtime] trace: cannot write {} ({})", cfg_.runtime.trace, std::strerror(errno)));
   f << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
   log::info("timeline written to {} (open it in chrome://tracing or ui.perfetto.dev)", cfg_.runtime.trace);
 }
@@ -225,8 +278,14 @@ std::vector<StepMetrics> Trainer::run() {
     metrics = std::make_unique<MetricsWriter>(cfg_.runtime.metrics, first_step_ > 1);  // a resumed run appends
   std::vector<StepMetrics> history;
   double total_ms = 0;
+  long usr1_seen = 0;
   for (int64_t step = first_step_; step <= t.steps; ++step) {
-    StepMetrics m = train_step(step);
+    StepMetrics m;
+    if (step == first_step_)
+      allocating("the activations and communication buffers of the first step", [&] { m = train_step(step); });
+    else
+      m = train_step(step);
+    forward_usr1(cfg_, usr1_seen, step);
     total_ms += m.step_ms;
     m.eta_s = total_ms / double(step - first_step_ + 1) * double(t.steps - step) / 1e3;
     if (data_.val_sampler && cfg_.data.val_every > 0 && step % cfg_.data.val_every == 0) m.val_loss = validation_loss();
@@ -235,7 +294,10 @@ std::vector<StepMetrics> Trainer::run() {
     if (step == 1) log::info("memory per rank after step 1: {}", describe(m.memory));
     if (metrics) metrics->write(m);
     if (!std::isfinite(m.loss)) throw Error(fmt::format("step {}: the loss is {}; training diverged", step, m.loss));
-    checkpoints_->after_step(step, m.loss);
+    {
+      const watchdog::Watch watch("checkpoint write", watchdog::checkpoint_limit_s());
+      checkpoints_->after_step(step, m.loss);
+    }
     history.push_back(m);
   }
   for (auto& chunk : chunks_) {

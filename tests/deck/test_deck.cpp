@@ -71,7 +71,7 @@ const std::string kTrainKeys =
     "steps, micro_batch, global_batch, lr, min_lr, warmup_steps, lr_schedule, weight_decay, beta1, beta2, eps, "
     "grad_clip, recompute, precision";
 const std::string kSections = "model, mesh, train, data, checkpoint, runtime";
-const std::string kLpsAllowed = "an array of pp*virtual_stages integers >= 1 that sum to model.layers";
+const std::string kLpsAllowed = "an array of pp*virtual_stages integers in [1, 2147483647] that sum to model.layers";
 const std::string kScheduleAllowed = "one of \"gpipe\", \"1f1b\", \"interleaved\"";
 
 std::vector<BadDeck> bad_decks() {
@@ -280,13 +280,16 @@ std::vector<KeyRow> key_rows() {
       {"model", "vocab_size", "integer", "50257", "50257", "an integer in [2, 2147483647]", "2", "1", kBig, kBigBad,
        {"data.format=llmc"}},
       {"model", "seq_len", "integer", "1024", "1024", "an integer in [1, 2147483647]", "1", "0", kBig, kBigBad, {}},
-      {"model", "layers", "integer", "12", "12", "an integer in [1, 2147483647]", "1", "0", kBig, kBigBad, {}},
-      {"model", "hidden", "integer", "768", "768", "an integer in [1, 2147483647]", "1", "0", kBig, kBigBad, {"model.heads=1"}},
-      {"model", "heads", "integer", "12", "12", "an integer in [1, 2147483647]", "1", "0", kBig, kBigBad,
-       {"model.hidden=" + kBig}},
+      // 2^31 layers pass the model-size rule (at most 2^47 parameters) only when each is tiny.
+      {"model", "layers", "integer", "12", "12", "an integer in [1, 2147483647]", "1", "0", kBig, kBigBad,
+       {"+model.hidden=1", "+model.heads=1"}},
+      // A width (and so a head count) of 2^31 breaks the model-size rule whatever the other keys, so their
+      // upper bounds are not checked here (tests/fault/deck_defects.cpp checks the rule).
+      {"model", "hidden", "integer", "768", "768", "an integer in [1, 2147483647]", "1", "0", "", "", {"model.heads=1"}},
+      {"model", "heads", "integer", "12", "12", "an integer in [1, 2147483647]", "1", "0", "", "", {}},
       {"model", "ffn_hidden", "integer", "4*hidden", "3072", "an integer in [1, 2147483647]", "1", "0", kBig, kBigBad, {}},
       {"model", "tie_embeddings", "boolean", "true", "true", "true or false", "", "", "", "", {}},
-      {"model", "init_std", "float", "0.02", "0.02", "a number > 0", "1e-300", "0.0", "1e300", "inf", {}},
+      {"model", "init_std", "float", "0.02", "0.02", "a number > 0", "1e-45", "0.0", "1e300", "inf", {}},
       {"model", "seed", "integer", "1234", "1234", "an integer in [0, 2147483647]", "0", "-1", kBig, kBigBad, {}},
       {"model", "init_from", "string", "\"\"", "\"\"", "empty, or the path of a safetensors file", "", "", "", "", {}},
       {"model", "vocab_pad_to", "integer", "1", "1", "an integer in [1, 1048576]", "1", "0", "1048576", "1048577", {}},
@@ -305,12 +308,13 @@ std::vector<KeyRow> key_rows() {
       {"mesh", "zero", "integer", "0", "0", "an integer in [0, 2]", "0", "-1", "2", "3", {}},
       {"mesh", "strict_placement", "boolean", "false", "false", "true or false", "", "", "", "", {}},
       {"mesh", "layers_per_stage", "integer array", "[] (balanced)", "[]", kLpsAllowed, "", "", "", "", {}},
-      {"mesh", "bucket_mb", "float", "25", "25.0", "a number > 0 and <= 65536", "1e-300", "0.0", "65536.0", "65536.5",
+      {"mesh", "bucket_mb", "float", "25", "25.0", "a number > 0 and <= 65536", "1e-45", "0.0", "65536.0", "65536.5",
        {}},
       {"mesh", "overlap_grad_reduce", "boolean", "true", "true", "true or false", "", "", "", "", {}},
       {"train", "steps", "integer", "10", "10", "an integer in [0, 1099511627776]", "0", "-1", k2p40, k2p40Bad, {}},
       {"train", "micro_batch", "integer", "1", "1", "an integer in [1, 2147483647]", "1", "0", kBig, kBigBad,
-       {"train.global_batch=" + kBig}},
+       {"train.global_batch=" + kBig, "+model.seq_len=1", "+model.hidden=1", "+model.heads=1", "+data.format=llmc",
+        "+model.vocab_size=2"}},
       {"train", "global_batch", "integer", "8", "8", "an integer in [1, 2147483647]", "1", "0", kBig, kBigBad, {}},
       {"train", "lr", "float", "0.0006", "0.0006", "a number >= 0", "0.0", "-0.5", "1e300", "inf", {}},
       {"train", "min_lr", "float", "0", "0.0", "a number >= 0", "0.0", "-0.5", "1e300", "inf", {"train.lr=1e300"}},
@@ -322,7 +326,7 @@ std::vector<KeyRow> key_rows() {
        "1.0", {}},
       {"train", "beta2", "float", "0.95", "0.95", "a number >= 0 and < 1", "0.0", "-0.5", "0.999999",
        "1.0", {}},
-      {"train", "eps", "float", "1e-08", "1e-08", "a number > 0 and <= 1", "1e-300", "0.0", "1.0", "1.5", {}},
+      {"train", "eps", "float", "1e-08", "1e-08", "a number > 0 and <= 1", "1e-45", "0.0", "1.0", "1.5", {}},
       {"train", "grad_clip", "float", "1", "1.0", "a number >= 0", "0.0", "-0.5", "1e300", "inf", {}},
       {"train", "recompute", "string", "\"none\"", "\"none\"", "one of \"none\", \"full\", \"selective\"", "", "", "",
        "", {}},
@@ -334,7 +338,8 @@ std::vector<KeyRow> key_rows() {
       {"data", "order", "string", "\"sequential\"", "\"sequential\"", "one of \"sequential\", \"shuffle\"", "", "", "",
        "", {}},
       {"data", "seed", "integer", "1234", "1234", "an integer in [0, 2147483647]", "0", "-1", kBig, kBigBad, {}},
-      {"data", "val_every", "integer", "0", "0", "an integer in [0, 1099511627776]", "0", "-1", k2p40, k2p40Bad, {}},
+      {"data", "val_every", "integer", "0", "0", "an integer in [0, 1099511627776]", "0", "-1", k2p40, k2p40Bad,
+       {"data.val_path=v.txt"}},
       {"data", "val_steps", "integer", "1", "1", "an integer in [1, 2147483647]", "1", "0", kBig, kBigBad, {}},
       {"checkpoint", "dir", "string", "\"\"", "\"\"", "empty, or a directory path", "", "", "", "", {}},
       {"checkpoint", "every_steps", "integer", "0", "0", "an integer in [0, 1099511627776]", "0", "-1", k2p40, k2p40Bad,
@@ -350,6 +355,9 @@ std::vector<KeyRow> key_rows() {
       {"runtime", "mpi_wait", "string", "\"block\"", "\"block\"", "one of \"block\", \"poll\"", "", "", "", "", {}},
       {"runtime", "peak_tflops", "float", "0", "0.0", "a number >= 0", "0.0", "-0.5", "1e300", "inf", {}},
       {"runtime", "trace", "string", "\"\"", "\"\"", "empty, or a file path", "", "", "", "", {}},
+      {"runtime", "collective_timeout_s", "float", "300", "300.0", "a number >= 0", "0.0", "-0.5", "1e300", "inf", {}},
+      {"runtime", "checkpoint_timeout_s", "float", "3600", "3600.0", "a number >= 0", "0.0", "-0.5", "1e300", "inf", {}},
+      {"runtime", "memory_check", "boolean", "true", "true", "true or false", "", "", "", "", {}},
   };
 }
 
@@ -496,7 +504,8 @@ TEST(DeckDefaults, EveryNumericBoundary) {
       checked += 2;
     }
   }
-  EXPECT_EQ(checked, 4 * 34);  // 23 integer + 11 float keys, two bounds each, both sides
+  // 23 integer + 13 float keys, two bounds each, both sides; not the upper bounds of hidden and heads.
+  EXPECT_EQ(checked, 4 * 36 - 4);
 }
 
 TEST(DeckDefaults, AcceptedBoundaryValuesAreStored) {
@@ -602,7 +611,7 @@ TEST(DeckPaths, LoadDeckErrors) {
     load_deck(dir + "/missing.toml");
     ADD_FAILURE() << "a missing file was accepted";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), dir + "/missing.toml: cannot open the deck file (No such file or directory)");
+    EXPECT_EQ(std::string(e.what()), dir + "/missing.toml: cannot read the deck file (No such file or directory)");
   }
   // Messages name the deck's path as given.
   test::write_file(dir + "/bad.toml", "[mesh]\n\ntp = 0\n");
