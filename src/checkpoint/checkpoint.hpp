@@ -24,7 +24,8 @@
 //   start-up:   resume_checkpoint(cfg, shards, comm) -> nullopt (start fresh) or the header loaded;
 //               copy the host buffers to the device, continue at header.progress.step + 1.
 //   each step:  schedule.should_write(step)           (collective decision)
-//               -> write_checkpoint(cfg.checkpoint.dir, cfg, shards, progress_after_step(cfg, step, loss), comm)
+//               -> write_checkpoint(cfg.checkpoint.dir, cfg, shards, progress, comm)
+//                  (progress: progress_after_step in src/train/progress.hpp)
 //   signals:    request_checkpoint()                   (async-signal-safe)
 #include <mpi.h>
 
@@ -34,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_error.hpp"
 #include "core/error.hpp"
 #include "deck/config.hpp"
 #include "model/parameters.hpp"
@@ -42,14 +44,6 @@ namespace trident {
 
 // Format version written by this build; a reader refuses files with a larger one.
 inline constexpr int64_t kCheckpointFormatVersion = 1;
-
-// A checkpoint that is missing, damaged, from a newer format, or does not fit the model. The message
-// names the file and, where one is at fault, the dataset. Thrown on every rank alike by the
-// collective functions (the verdict is agreed before throwing), so callers may catch it.
-class CheckpointError : public Error {
- public:
-  using Error::Error;
-};
 
 // The training state of one pipeline chunk of a rank, as HOST buffers in the chunk's ParameterLayout
 // (a TP slice of the chunk's tensors). A rank passes one shard per chunk it holds (several with
@@ -100,10 +94,6 @@ struct TrainingProgress {
   double lr = 0;                 // learning rate of the last step
   double loss = 0;               // loss of the last step (informational; NaN when unknown)
 };
-
-// The progress after step `step` of a run of `cfg` with this sampler: optimizer_step = data_step =
-// step, consumed_samples = step * global_batch, seeds from the deck, lr = learning_rate(step).
-TrainingProgress progress_after_step(const Config& cfg, int64_t step, double loss);
 
 // The parallel layout a checkpoint was written with (informational: any layout can read it).
 struct SavedLayout {

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "checkpoint/checkpoint.hpp"
+#include "checkpoint/checkpoint_error.hpp"
 
 namespace trident::ckpt::h5 {
 

@@ -22,6 +22,7 @@
 #include "io/safetensors.hpp"
 #include "kernels.hpp"
 #include "parallel/parallel_test_util.hpp"
+#include "train/progress.hpp"
 
 namespace fs = std::filesystem;
 
