@@ -137,6 +137,9 @@ class InjectedCrash : public Error {
 struct WriteOptions {
   CrashPoint crash_at = CrashPoint::None;
   int64_t alignment_bytes = 0;   // H5Pset_alignment for datasets >= 1 MiB (file-system stripe size); 0 = off
+  // Test hook: this rank's first tensor data write fails as an I/O error would (after the call, so
+  // the other ranks have completed theirs). -1: none.
+  int fail_write_on_rank = -1;
 };
 
 // "step_00000123.h5"

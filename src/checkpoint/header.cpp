@@ -9,10 +9,12 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include "checkpoint/checksum.hpp"
 #include "checkpoint/format.hpp"
 #include "checkpoint/h5.hpp"
+#include "checkpoint/manifest.hpp"
 #include "trident_version.hpp"
 
 namespace fs = std::filesystem;
@@ -237,6 +239,8 @@ CheckpointHeader read_checkpoint_header(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw CheckpointError(fmt::format("{}: no such checkpoint file", path));
   if (fs::is_directory(path, ec)) throw CheckpointError(fmt::format("{}: is a directory, not a checkpoint file", path));
+  // Every byte outside the tensor data is checked before HDF5 parses any of it (manifest.hpp).
+  const std::optional<ckpt::Manifest> manifest = ckpt::verify_manifest(path);
   Handle file = open_file(path, MPI_COMM_NULL);
   CheckpointHeader h;
   h.path = path;
@@ -251,6 +255,8 @@ CheckpointHeader read_checkpoint_header(const std::string& path) {
                                       path, h.format_version, kCheckpointFormatVersion));
   if (h.format_version < 1) throw CheckpointError(fmt::format("{}: invalid format version {}", path, h.format_version));
   const int64_t step = read_attr_i64(file, "step", root);
+  if (manifest && manifest->step != step)
+    throw CheckpointError(fmt::format("{}: the manifest records step {}, the file step {}", path, manifest->step, step));
   h.created_utc = read_attr_str(file, "created_utc", root);
   h.trident_version = read_attr_str(file, "trident_version", root);
 

@@ -10,6 +10,7 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/collective.hpp"
+#include "checkpoint/directory.hpp"
 #include "checkpoint/format.hpp"
 #include "core/log.hpp"
 
@@ -53,8 +54,31 @@ std::string resolve_checkpoint(const std::string& file_or_dir) {
   if (!latest.empty() && fs::exists(latest, ec)) return latest;
   const auto all = list_checkpoints(file_or_dir);
   if (all.empty()) throw CheckpointError(fmt::format("{}: no checkpoint in this directory", file_or_dir));
+  if (!latest.empty())
+    log::warn("checkpoint: {}/latest names {}, which does not exist; using the newest file, {}", file_or_dir, latest,
+              all.front());
   return all.front();
 }
+
+namespace {
+
+// The checkpoints of dir in the order resume tries them: newest first by the step they hold (the
+// manifest's; the name's when there is none), so a stray copy (step_99999999.h5 holding step 2) is
+// tried where its content belongs. The reasons of such copies are appended to `strays`.
+std::vector<std::string> resume_candidates(const std::string& dir, std::vector<std::string>* strays) {
+  auto all = scan_checkpoints(dir);
+  std::stable_sort(all.begin(), all.end(), [](const StoredCheckpoint& a, const StoredCheckpoint& b) {
+    return a.content_step.value_or(a.name_step) > b.content_step.value_or(b.name_step);
+  });
+  std::vector<std::string> out;
+  for (const auto& c : all) {
+    out.push_back(c.path);
+    if (c.stray() && strays) strays->push_back(stray_reason(c));
+  }
+  return out;
+}
+
+}  // namespace
 
 std::string find_resume_checkpoint(const CheckpointConfig& cfg, std::vector<std::string>* skipped) {
   if (cfg.resume == "never") return "";
@@ -66,7 +90,7 @@ std::string find_resume_checkpoint(const CheckpointConfig& cfg, std::vector<std:
   const std::string dir = cfg.resume == "auto" ? cfg.dir : cfg.resume;
   if (dir.empty()) return "";
   const auto all = list_checkpoints(dir);
-  for (const auto& c : all) {
+  for (const auto& c : resume_candidates(dir, nullptr)) {
     try {
       read_checkpoint_header(c);
       return c;
@@ -96,7 +120,9 @@ std::optional<ResumePoint> resume_checkpoint(const Config& cfg, const std::vecto
       explicit_file = true;
       candidates = {c.resume};
     }
-    if (!dir.empty()) candidates = list_checkpoints(dir);
+    std::vector<std::string> strays;
+    if (!dir.empty()) candidates = resume_candidates(dir, &strays);
+    for (const auto& reason : strays) log::warn("checkpoint: {}: ordered by the step it holds", reason);
     if (c.resume != "auto" && candidates.empty()) err = fmt::format("{}: no checkpoint in this directory", c.resume);
   }
   agree(comm, err);
