@@ -14,7 +14,8 @@
 // Every rank writes only its own hyperslabs of each global dataset; any other layout reads its own
 // hyperslabs back, so resharding (tp, pp, dp, zero, virtual_stages) needs no conversion step.
 //
-// Atomicity: written as step_N.h5.tmp, H5Fflush (MPI_File_sync) + close + fsync, renamed to
+// Every file starts with a manifest (manifest.hpp) that readers check before HDF5 parses the file.
+// Atomicity: written as step_N.h5.tmp, H5Fflush (MPI_File_sync) + close + manifest + fsync, renamed to
 // step_N.h5, directory fsynced, then DIR/latest (one line naming the file) replaced the same way,
 // and only then are checkpoints beyond `keep` deleted. A crash at any point leaves every earlier
 // checkpoint and a `latest` that names a complete one.
