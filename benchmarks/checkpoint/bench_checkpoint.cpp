@@ -21,6 +21,7 @@
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checksum.hpp"
 #include "core/log.hpp"
+#include "train/progress.hpp"
 
 using namespace trident;
 

@@ -48,6 +48,8 @@ void run_list(const CkptArgs& a) {
       info = fmt::format("step {:>8}  loss {:<10}  tp {} pp {} dp {}  {}", h.progress.step,
                          std::isfinite(h.progress.loss) ? fmt::format("{:.4f}", h.progress.loss) : std::string("n/a"),
                          h.layout.tp, h.layout.pp, h.layout.dp, h.created_utc);
+      if (fs::path(path).filename().string() != checkpoint_file_name(h.progress.step))
+        info += "  (its name says another step: a renamed or stray copy)";
     } catch (const CheckpointError& e) {
       status = "INVALID";
       info = e.what();
@@ -56,6 +58,8 @@ void run_list(const CkptArgs& a) {
     std::cout << fmt::format("  {:<24} {:>10.1f} MiB  {:<7}  {}{}\n", fs::path(path).filename().string(),
                              double(size) / 1048576.0, status, info, is_latest ? "  <- latest" : "");
   }
+  if (!latest.empty() && !fs::exists(latest, ec))
+    std::cout << fmt::format("  latest names {}, which does not exist\n", fs::path(latest).filename().string());
   for (const auto& e : fs::directory_iterator(a.dir, ec)) {
     const std::string name = e.path().filename().string();
     if (name.size() > 7 && name.rfind("step_", 0) == 0 && name.substr(name.size() - 7) == ".h5.tmp")

@@ -14,7 +14,8 @@
 // Every rank writes only its own hyperslabs of each global dataset; any other layout reads its own
 // hyperslabs back, so resharding (tp, pp, dp, zero, virtual_stages) needs no conversion step.
 //
-// Atomicity: written as step_N.h5.tmp, H5Fflush (MPI_File_sync) + close + fsync, renamed to
+// Every file starts with a manifest (manifest.hpp) that readers check before HDF5 parses the file.
+// Atomicity: written as step_N.h5.tmp, H5Fflush (MPI_File_sync) + close + manifest + fsync, renamed to
 // step_N.h5, directory fsynced, then DIR/latest (one line naming the file) replaced the same way,
 // and only then are checkpoints beyond `keep` deleted. A crash at any point leaves every earlier
 // checkpoint and a `latest` that names a complete one.
@@ -24,7 +25,8 @@
 //   start-up:   resume_checkpoint(cfg, shards, comm) -> nullopt (start fresh) or the header loaded;
 //               copy the host buffers to the device, continue at header.progress.step + 1.
 //   each step:  schedule.should_write(step)           (collective decision)
-//               -> write_checkpoint(cfg.checkpoint.dir, cfg, shards, progress_after_step(cfg, step, loss), comm)
+//               -> write_checkpoint(cfg.checkpoint.dir, cfg, shards, progress, comm)
+//                  (progress: progress_after_step in src/train/progress.hpp)
 //   signals:    request_checkpoint()                   (async-signal-safe)
 #include <mpi.h>
 
@@ -34,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_error.hpp"
 #include "core/error.hpp"
 #include "deck/config.hpp"
 #include "model/parameters.hpp"
@@ -42,14 +45,6 @@ namespace trident {
 
 // Format version written by this build; a reader refuses files with a larger one.
 inline constexpr int64_t kCheckpointFormatVersion = 1;
-
-// A checkpoint that is missing, damaged, from a newer format, or does not fit the model. The message
-// names the file and, where one is at fault, the dataset. Thrown on every rank alike by the
-// collective functions (the verdict is agreed before throwing), so callers may catch it.
-class CheckpointError : public Error {
- public:
-  using Error::Error;
-};
 
 // The training state of one pipeline chunk of a rank, as HOST buffers in the chunk's ParameterLayout
 // (a TP slice of the chunk's tensors). A rank passes one shard per chunk it holds (several with
@@ -101,10 +96,6 @@ struct TrainingProgress {
   double loss = 0;               // loss of the last step (informational; NaN when unknown)
 };
 
-// The progress after step `step` of a run of `cfg` with this sampler: optimizer_step = data_step =
-// step, consumed_samples = step * global_batch, seeds from the deck, lr = learning_rate(step).
-TrainingProgress progress_after_step(const Config& cfg, int64_t step, double loss);
-
 // The parallel layout a checkpoint was written with (informational: any layout can read it).
 struct SavedLayout {
   int tp = 1, pp = 1, dp = 1, zero = 0, virtual_stages = 1;
@@ -147,6 +138,9 @@ class InjectedCrash : public Error {
 struct WriteOptions {
   CrashPoint crash_at = CrashPoint::None;
   int64_t alignment_bytes = 0;   // H5Pset_alignment for datasets >= 1 MiB (file-system stripe size); 0 = off
+  // Test hook: this rank's first tensor data write fails as an I/O error would (after the call, so
+  // the other ranks have completed theirs). -1: none.
+  int fail_write_on_rank = -1;
 };
 
 // "step_00000123.h5"

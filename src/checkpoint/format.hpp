@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/checkpoint.hpp"
+#include "deck/config.hpp"
 
 namespace trident::ckpt {
 

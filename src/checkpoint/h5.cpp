@@ -5,7 +5,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "checkpoint/checkpoint.hpp"
+#include "checkpoint/checkpoint_error.hpp"
 
 namespace trident::ckpt::h5 {
 
@@ -69,13 +69,15 @@ Handle file_access(MPI_Comm comm, int64_t alignment_bytes) {
 
 }  // namespace
 
-Handle create_file(const std::string& path, MPI_Comm comm, int64_t alignment_bytes) {
+Handle create_file(const std::string& path, MPI_Comm comm, int64_t alignment_bytes, int64_t user_block_bytes) {
   quiet();
   Handle fapl = file_access(comm, alignment_bytes);
+  Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
+  if (user_block_bytes > 0 && H5Pset_userblock(fcpl, hsize_t(user_block_bytes)) < 0) fail("H5Pset_userblock");
   // The 1.8 file format: checksummed object headers and superblock, so damaged metadata is detected
   // by HDF5 itself; readable by every HDF5 >= 1.8 (h5py included).
   if (H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_V18) < 0) fail("H5Pset_libver_bounds");
-  Handle f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), H5Fclose);
+  Handle f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, fapl), H5Fclose);
   if (!f.valid()) fail(fmt::format("{}: cannot create the checkpoint file", path));
   return f;
 }

@@ -52,8 +52,9 @@ std::string error_text();
 [[noreturn]] void fail(const std::string& context);
 
 // Files. comm == MPI_COMM_NULL: the serial (sec2) driver; otherwise MPI-IO over comm (collective,
-// with collective metadata reads and writes).
-Handle create_file(const std::string& path, MPI_Comm comm, int64_t alignment_bytes);
+// with collective metadata reads and writes). user_block_bytes: bytes reserved at the start of the
+// file that HDF5 never reads (for the manifest, manifest.hpp); 0 or a power of two >= 512.
+Handle create_file(const std::string& path, MPI_Comm comm, int64_t alignment_bytes, int64_t user_block_bytes);
 Handle open_file(const std::string& path, MPI_Comm comm);
 
 Handle create_group(hid_t loc, const std::string& name, const std::string& file);

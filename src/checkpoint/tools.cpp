@@ -11,6 +11,7 @@
 #include "checkpoint/checksum.hpp"
 #include "checkpoint/format.hpp"
 #include "checkpoint/h5.hpp"
+#include "checkpoint/manifest.hpp"
 #include "io/safetensors.hpp"
 
 namespace fs = std::filesystem;
@@ -46,6 +47,33 @@ std::vector<DatasetVerdict> verify_checkpoint(const std::string& path) {
     out.push_back(v);
   }
   return out;
+}
+
+namespace {
+
+herr_t add_tensor_extent(hid_t loc, const char* name, const H5O_info_t* info, void* data) {
+  if (info->type != H5O_TYPE_DATASET || ("/" + std::string(name)) == ckpt::kDeckDataset) return 0;
+  Handle d(H5Dopen2(loc, name, H5P_DEFAULT), H5Dclose);
+  static_cast<std::vector<ckpt::Extent>*>(data)->push_back(
+      {int64_t(H5Dget_offset(d)), int64_t(H5Dget_storage_size(d))});
+  return 0;
+}
+
+}  // namespace
+
+void ckpt::reseal_checkpoint(const std::string& path) {
+  std::vector<Extent> data;
+  int64_t step = 0;
+  hsize_t user_block = 0;
+  {
+    Handle file = h5::open_file(path, MPI_COMM_NULL);
+    Handle fcpl(H5Fget_create_plist(file), H5Pclose);
+    if (H5Pget_userblock(fcpl, &user_block) < 0) h5::fail(path + ": cannot read the user block size");
+    step = h5::read_attr_i64(file, "step", path + ": /");
+    if (H5Ovisit(file, H5_INDEX_NAME, H5_ITER_INC, add_tensor_extent, &data) < 0)
+      h5::fail(path + ": cannot list the datasets");
+  }
+  seal_checkpoint(path, step, int64_t(user_block), std::move(data));
 }
 
 std::string hf_config_json(const ModelConfig& m) {

@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "train/progress.hpp"
 
 namespace fs = std::filesystem;
 

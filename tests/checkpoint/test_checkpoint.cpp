@@ -18,10 +18,12 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint.hpp"
+#include "checkpoint/manifest.hpp"
 #include "common/test_support.hpp"
 #include "io/safetensors.hpp"
 #include "kernels.hpp"
 #include "parallel/parallel_test_util.hpp"
+#include "train/progress.hpp"
 
 namespace fs = std::filesystem;
 
@@ -237,7 +239,8 @@ void flip_bit(const std::string& path, const std::string& name, int64_t element)
   barrier();
 }
 
-// Rewrites an int64 root attribute (rank 0).
+// Rewrites an int64 root attribute (rank 0) and reseals the manifest, as another writer (a future
+// trident) would have written the file: without the reseal the edit is refused as damage.
 void set_root_attribute(const std::string& path, const char* name, int64_t value) {
   if (rank() == 0) {
     hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
@@ -245,6 +248,7 @@ void set_root_attribute(const std::string& path, const char* name, int64_t value
     H5Awrite(a, H5T_NATIVE_INT64, &value);
     H5Aclose(a);
     H5Fclose(f);
+    ckpt::reseal_checkpoint(path);
   }
   barrier();
 }
@@ -475,6 +479,7 @@ TEST(CheckpointDamage, MissingFileAndMissingDatasetAreNamed) {
     hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
     EXPECT_GE(H5Ldelete(f, dataset.c_str(), H5P_DEFAULT), 0);
     H5Fclose(f);
+    ckpt::reseal_checkpoint(path);  // a file written without the dataset
   }
   barrier();
   const std::string err = error_of([&] { load(path, reference().layout()); });
