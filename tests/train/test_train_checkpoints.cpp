@@ -262,7 +262,7 @@ TEST(TrainResume, VirtualStagesInterruptedAndResumedEqualsUninterrupted) {
 TEST(TrainResume, CollectiveIoAt8RanksWritesTheSameCheckpoint) {
   const TrainRun& ref = parallel_reference();
   auto sets = mesh(2, 2, 2);
-  sets.push_back("train.steps=2");
+  sets.push_back("train.steps=2");  // steps 1-2 are the deck's warm-up: their learning rates do not depend on steps
   const TrainRun collective = train(8, fresh("collective"), sets, 2, "TRIDENT_CHECKPOINT_IO=collective");
   ASSERT_EQ(collective.rc, 0) << collective.out;
   EXPECT_EQ(collective.loss.size(), 2u) << collective.out;
