@@ -108,6 +108,14 @@ RunResult run_steps(const Config& cfg, ParallelMesh* mesh, int64_t steps) {
   return r;
 }
 
+const RunResult& serial_run(const Config& cfg, int64_t steps) {
+  static std::map<std::pair<std::string, int64_t>, RunResult> runs;
+  const auto key = std::make_pair(cfg.resolved_toml, steps);
+  auto it = runs.find(key);
+  if (it == runs.end()) it = runs.emplace(key, run_steps(cfg, nullptr, steps)).first;
+  return it->second;
+}
+
 double relative_l2(const std::vector<float>& a, const std::vector<float>& b) {
   double diff = 0, ref = 0;
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
@@ -161,7 +169,8 @@ void expect_gradients(const RunResult& par, const RunResult& serial, const Toler
     }
     MPI_Allreduce(MPI_IN_PLACE, held.data(), int(held.size()), MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     EXPECT_EQ(std::count(held.begin(), held.end(), 0), 0) << "gradients of step " << s + 1 << " no rank compared";
-    for (const auto& [name, g] : par.grads[s]) EXPECT_TRUE(serial.grads[s].count(name)) << name << " is not in the serial model";
+    for (const auto& [name, g] : par.grads[s])
+      EXPECT_TRUE(serial.grads[s].count(name)) << name << " is not in the serial model";
   }
 }
 
@@ -175,7 +184,9 @@ void expect_parameters(const RunResult& par, const RunResult& serial, const Tole
   for (const auto& [name, p] : par.final_params) {
     const auto it = serial.final_params.find(name);
     EXPECT_TRUE(it != serial.final_params.end()) << name << " is not a parameter of the serial model";
-    if (it == serial.final_params.end() || it->second.size() != p.size()) continue;
+    if (it == serial.final_params.end()) continue;
+    EXPECT_EQ(p.size(), it->second.size()) << name;
+    if (p.size() != it->second.size()) continue;
     const auto& ref = it->second;
     const bool qkv_bias = ends_with(name, "attn.c_attn.bias");
     float worst_here = 0;

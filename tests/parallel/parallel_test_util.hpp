@@ -32,6 +32,9 @@ struct RunResult {
   double val_loss = 0;
 };
 RunResult run_steps(const Config& cfg, ParallelMesh* mesh, int64_t steps);
+// The serial run of `cfg` (no mesh), computed once per process for each resolved deck and step count:
+// several layouts share one reference.
+const RunResult& serial_run(const Config& cfg, int64_t steps);
 
 // Relative L2 distance ||a - b|| / ||b|| (0 when both are zero).
 double relative_l2(const std::vector<float>& a, const std::vector<float>& b);

@@ -48,7 +48,7 @@ void expect_layout_matches_serial(const std::vector<std::string>& layout, const 
   auto model_only = kWorkload;
   for (const auto& o : layout)
     if (o.rfind("mesh.", 0) != 0) model_only.push_back(o);
-  const RunResult serial = run_steps(small_deck(vocab, model_only), nullptr, 5);
+  const RunResult& serial = serial_run(small_deck(vocab, model_only), 5);
   ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
   const RunResult par = run_steps(cfg, &mesh, 5);
   expect_matches_serial(par, serial, tol);
@@ -86,8 +86,8 @@ INSTANTIATE_TEST_SUITE_P(Stages, DataParallelZero,
 
 TEST(DataParallel, ThreeDimensionalLayoutMatchesSerial) {
   if (world_size() != 8) GTEST_SKIP() << "the 3D layout needs 8 ranks";
-  expect_layout_matches_serial({"mesh.tp=2", "mesh.pp=2", "mesh.dp=2", "mesh.schedule=1f1b", "mesh.sequence_parallel=true"},
-                        k3dTolerance);
+  expect_layout_matches_serial(
+      {"mesh.tp=2", "mesh.pp=2", "mesh.dp=2", "mesh.schedule=1f1b", "mesh.sequence_parallel=true"}, k3dTolerance);
 }
 
 TEST(DataParallel, ThreeDimensionalLayoutWithZero1MatchesSerial) {

@@ -114,7 +114,8 @@ struct PipeCase {
 // The model and training settings, the same for the serial run.
 std::vector<std::string> model_overrides(const PipeCase& c) {
   return {"model.layers=8", "train.global_batch=16", fmt::format("train.recompute={}", c.recompute),
-          fmt::format("model.tie_embeddings={}", c.tied), fmt::format("model.vocab_pad_to={}", c.vocab == 50257 ? 1 : 8)};
+          fmt::format("model.tie_embeddings={}", c.tied),
+          fmt::format("model.vocab_pad_to={}", c.vocab == 50257 ? 1 : 8)};
 }
 
 std::vector<std::string> pipe_overrides(const PipeCase& c, int pp) {
@@ -139,7 +140,7 @@ TEST_P(PipelineEquivalence, LossesGradientsAndParametersMatchSerial) {
   ASSERT_EQ(world_size() % c.tp, 0) << "register this test at rank counts that tp divides";
   ASSERT_TRUE(c.v == 1 || pp >= 2) << "interleaving needs pp >= 2: register this test at rank counts >= 2 * tp";
   const Config cfg = small_deck(c.vocab, pipe_overrides(c, pp));
-  const RunResult serial = run_steps(small_deck(c.vocab, model_overrides(c)), nullptr, 5);
+  const RunResult& serial = serial_run(small_deck(c.vocab, model_overrides(c)), 5);
   ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
   const RunResult par = run_steps(cfg, &mesh, 5);
   expect_matches_serial(par, serial, c.tp == 1 ? kPpTolerance : kPpWithTpTolerance);
