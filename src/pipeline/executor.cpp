@@ -49,7 +49,9 @@ void PipelineExecutor::record(const std::string& name, double start) {
 }
 
 namespace {
-std::string op_name(const PipeOp& op) { return fmt::format("{}{}.{}", op.forward ? 'F' : 'B', op.chunk, op.micro_batch); }
+std::string op_name(const PipeOp& op) {
+  return fmt::format("{}{}.{}", op.forward ? 'F' : 'B', op.chunk, op.micro_batch);
+}
 }  // namespace
 
 bool PipelineExecutor::needs_input(const PipeOp& op) const {

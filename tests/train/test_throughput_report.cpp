@@ -54,7 +54,8 @@ void expect_figures_follow_flop_formula(int np, const std::vector<std::string>& 
     const double tflops = flops_per_step / (ms / 1e3) / 1e12 / np;  // per rank
     EXPECT_NEAR(s.at("tflops").get<double>(), tflops, 1e-9 * tflops) << s.dump();
     EXPECT_NEAR(s.at("mfu").get<double>(), tflops / kPeakTflops, 1e-9 * tflops / kPeakTflops) << s.dump();
-    EXPECT_NEAR(s.at("tokens_per_s").get<double>(), kTokensPerStep / (ms / 1e3), 1e-9 * kTokensPerStep / (ms / 1e3)) << s.dump();
+    const double tokens_per_s = kTokensPerStep / (ms / 1e3);
+    EXPECT_NEAR(s.at("tokens_per_s").get<double>(), tokens_per_s, 1e-9 * tokens_per_s) << s.dump();
   }
   // The summary: means over the steps, as printed (rounded to the printed digits).
   const double mean_ms = total_ms / 4;

@@ -34,12 +34,14 @@ std::map<int, std::vector<Event>> events_by_rank(const nlohmann::json& trace) {
   std::map<int, std::vector<Event>> out;
   for (const auto& e : trace.at("traceEvents"))
     if (e.at("ph") == "X")
-      out[e.at("pid").get<int>()].push_back({e.at("name").get<std::string>(), e.at("cat").get<std::string>(), e.at("ts").get<double>(),
-                                         e.at("dur").get<double>()});
+      out[e.at("pid").get<int>()].push_back({e.at("name").get<std::string>(), e.at("cat").get<std::string>(),
+                                             e.at("ts").get<double>(), e.at("dur").get<double>()});
   for (auto& [rank, events] : out)
     std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.ts < b.ts; });
   return out;
 }
+
+bool is_boundary_event(const Event& e) { return e.name.rfind("send ", 0) == 0 || e.name.rfind("recv ", 0) == 0; }
 
 // pp 2, 4 micro-batches (global batch 8 of micro-batches of 2), 2 steps. Stage 0 sends every
 // forward's output and receives every backward's input gradient; stage 1 the other way round.
@@ -56,7 +58,7 @@ void expect_trace_follows(const std::string& schedule, const std::vector<std::st
     SCOPED_TRACE(fmt::format("{}, stage {}", schedule, stage));
     const std::vector<std::string> expected_ops = words(stage_ops[size_t(stage)] + " " + stage_ops[size_t(stage)]);
     std::vector<Event> ops, comms;
-    for (const auto& e : ranks.at(stage)) (e.name.rfind("send ", 0) == 0 || e.name.rfind("recv ", 0) == 0 ? comms : ops).push_back(e);
+    for (const auto& e : ranks.at(stage)) (is_boundary_event(e) ? comms : ops).push_back(e);
     std::vector<std::string> op_names;
     for (const auto& e : ops) op_names.push_back(e.name);
     ASSERT_EQ(op_names, expected_ops);
