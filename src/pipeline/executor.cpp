@@ -48,6 +48,12 @@ void PipelineExecutor::record(const std::string& name, double start) {
   if (tracing_) trace_.push_back({name, (start - origin_) * 1e6, (MPI_Wtime() - start) * 1e6});
 }
 
+namespace {
+std::string op_name(const PipeOp& op) {
+  return fmt::format("{}{}.{}", op.forward ? 'F' : 'B', op.chunk, op.micro_batch);
+}
+}  // namespace
+
 bool PipelineExecutor::needs_input(const PipeOp& op) const {
   const int g = global_chunk(op.chunk);
   return op.forward ? g != 0 : g != last_chunk_;
@@ -68,7 +74,7 @@ const float* PipelineExecutor::wait_recv(const PipeOp& op) {
   const double start = MPI_Wtime();
   pp_->wait(req);
   last_wait_s_ += MPI_Wtime() - start;
-  record("wait", start);
+  record("recv " + op_name(op), start);
   return buf;
 }
 
@@ -95,8 +101,11 @@ double PipelineExecutor::run(const std::vector<PipeOp>& ops, const Fetch& fetch,
       if (g == 0 || g == last_chunk_) fetch(op.micro_batch, inputs_.data(), targets_.data());
       const int slot = chunk.forward(inputs_.data(), input, targets_.data(), dloss_scale, with_grad);
       if (input) give_buffer(recvs_.at(fwd_key).second), recvs_.erase(fwd_key);
-      if (g != last_chunk_)
+      if (g != last_chunk_) {
+        const double send_start = MPI_Wtime();
         forward_sends_[fwd_key] = pp_->isend(chunk.output(slot), boundary_, (g + 1) % pp_size_, 2 * (g + 1));
+        record("send " + op_name(op), send_start);
+      }
       if (with_grad) {
         slots[fwd_key] = slot;
       } else {
@@ -116,13 +125,15 @@ double PipelineExecutor::run(const std::vector<PipeOp>& ops, const Fetch& fetch,
       slots.erase(fwd_key);
       if (dout) give_buffer(recvs_.at(bwd_key).second), recvs_.erase(bwd_key);
       if (g != 0) {  // the chunk's input gradient goes back; copy it, the model reuses its buffer
+        const double send_start = MPI_Wtime();
         float* buf = take_buffer();
         k_.copy(buf, dinput, boundary_);
         grad_sends_.push_back({pp_->isend(buf, boundary_, (g - 1) % pp_size_, 2 * (g - 1) + 1), buf});
+        record("send " + op_name(op), send_start);
       }
       --alive;
     }
-    record(fmt::format("{}{}.{}", op.forward ? 'F' : 'B', op.chunk, op.micro_batch), start);
+    record(op_name(op), start);
   }
   for (auto& [req, buf] : grad_sends_) pp_->wait(req), give_buffer(buf);
   grad_sends_.clear();

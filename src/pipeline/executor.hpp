@@ -19,7 +19,10 @@ namespace trident {
 
 // One operation's interval on this rank's timeline (microseconds since the run started).
 struct TraceEvent {
-  std::string name;  // "F c.mb", "B c.mb", "wait"
+  // "Fc.mb", "Bc.mb": an operation; "recv Fc.mb": waiting for its input to arrive (forward: the
+  // previous stage's activation; backward: the next stage's gradient); "send Fc.mb": posting its
+  // output to the next (forward) or previous (backward) stage. c is the local chunk, mb the micro-batch.
+  std::string name;
   double start_us = 0;
   double duration_us = 0;
 };

@@ -59,6 +59,13 @@ void forward_usr1(const Config& cfg, long& seen, int64_t step) {
   log::warn("SIGUSR1 received during start-up: a checkpoint follows step {}", step);
 }
 
+// Chrome trace category of an executor event: "forward", "backward", "send" or "recv".
+std::string event_category(const std::string& name) {
+  if (name.rfind("send ", 0) == 0) return "send";
+  if (name.rfind("recv ", 0) == 0) return "recv";
+  return name[0] == 'F' ? "forward" : "backward";
+}
+
 }  // namespace
 
 Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh) : cfg_(cfg), k_(kernels), mesh_(mesh) {
@@ -214,7 +221,7 @@ void Trainer::write_trace() const {
                   {"args", {{"name", fmt::format("rank {} (dp {}, pp {}, tp {})", rank, c.dp, c.pp, c.tp)}}}});
   for (const auto& e : executor_->trace())
     mine.push_back({{"name", e.name}, {"ph", "X"}, {"pid", rank}, {"tid", 0}, {"ts", e.start_us}, {"dur", e.duration_us},
-                    {"cat", e.name == "wait" ? "wait" : e.name[0] == 'F' ? "forward" : "backward"}});
+                    {"cat", event_category(e.name)}});
   const std::string text = mine.dump();
   int size = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &size);

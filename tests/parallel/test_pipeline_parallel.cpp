@@ -1,6 +1,6 @@
 // Pipeline parallelism: the schedules' definitions, and equivalence with the serial run
-// (registered at 1, 2 and 4 ranks; the pipeline is the whole world, or 2 x 2 with TP at 4 ranks).
-// Tolerances (fp32): losses within 1e-5 relative, gradients within 1e-4 relative L2 after step 1.
+// (registered at 2 and 4 ranks; the pipeline is the whole world, or 2 x 2 with TP at 4 ranks).
+// Tolerances: see kPpTolerance.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -87,52 +87,80 @@ TEST(PipelinePartition, BalancesCostAndHonoursOverrides) {
 
 // ---- equivalence with the serial run ----
 
+// A pipeline cuts the model between layers: each stage computes exactly the serial run's arithmetic
+// for its layers. A pure pipeline differs from the serial run only where sums are split: the tied
+// embedding's gradient (two stages' parts added: one rounding, ~eps = 6e-8 relative) and the global
+// gradient norm (per-stage squared sums added in double). With an untied head nothing is split and
+// the runs were measured bitwise equal. With TP inside, TP's reordered sums add to that (see
+// test_tensor_parallel.cpp; AdamW amplifies the rounding in later steps). Measured over this matrix
+// at 2 and 4 ranks (TRIDENT_TEST_REPORT_ERRORS=1), tp 1 / tp 2: losses 1.4e-8 / 2.9e-7, step-1
+// gradients 6.7e-8 / 5.9e-7, step 2-3 gradients 5.2e-7 / 2.1e-5, parameters after 5 steps
+// 1.2e-7 / 8.8e-6. Bounds: about 10 times those.
+const Tolerance kPpTolerance{/*loss=*/1e-7, /*gradient=*/1e-6, /*later_gradient=*/5e-6, /*parameter=*/1e-6f};
+const Tolerance kPpWithTpTolerance{/*loss=*/3e-6, /*gradient=*/5e-6, /*later_gradient=*/2e-4, /*parameter=*/1e-4f};
+
 struct PipeCase {
   const char* name;
   int tp;
   const char* schedule;
   int v;
+  const char* recompute = "full";
+  bool tied = true;
+  int64_t vocab = 1009;
+  const char* order = "tp-dp-pp";  // the default
+  bool uneven_stages = false;      // mesh.layers_per_stage: the first chunk takes all but one layer per other chunk
 };
 
+// The model and training settings, the same for the serial run.
+std::vector<std::string> model_overrides(const PipeCase& c) {
+  return {"model.layers=8", "train.global_batch=16", fmt::format("train.recompute={}", c.recompute),
+          fmt::format("model.tie_embeddings={}", c.tied),
+          fmt::format("model.vocab_pad_to={}", c.vocab == 50257 ? 1 : 8)};
+}
+
 std::vector<std::string> pipe_overrides(const PipeCase& c, int pp) {
-  return {fmt::format("mesh.pp={}", pp), fmt::format("mesh.tp={}", c.tp), fmt::format("mesh.schedule={}", c.schedule),
-          fmt::format("mesh.virtual_stages={}", c.v), "model.layers=8", "train.global_batch=16",
-          "train.recompute=full", "model.vocab_pad_to=8"};
+  auto o = model_overrides(c);
+  o.insert(o.end(), {fmt::format("mesh.pp={}", pp), fmt::format("mesh.tp={}", c.tp),
+                     fmt::format("mesh.schedule={}", c.schedule), fmt::format("mesh.virtual_stages={}", c.v),
+                     fmt::format("mesh.order={}", c.order)});
+  if (c.uneven_stages) {
+    const int chunks = pp * c.v;
+    std::vector<int64_t> sizes(size_t(chunks), 1);
+    sizes[0] = 8 - (chunks - 1);
+    o.push_back(fmt::format("mesh.layers_per_stage=[{}]", fmt::join(sizes, ",")));
+  }
+  return o;
 }
 
 class PipelineEquivalence : public ::testing::TestWithParam<PipeCase> {};
 
-TEST_P(PipelineEquivalence, LossesAndGradientsMatchSerial) {
+TEST_P(PipelineEquivalence, LossesGradientsAndParametersMatchSerial) {
   const PipeCase c = GetParam();
   const int pp = world_size() / c.tp;
-  if (pp < 1 || world_size() % c.tp != 0) TRIDENT_SKIP_NOT_APPLICABLE("layout does not fit " << world_size() << " ranks");
-  if (c.v > 1 && pp < 2) TRIDENT_SKIP_NOT_APPLICABLE("interleaving needs pp >= 2");
-  auto overrides = pipe_overrides(c, pp);
-  const Config cfg = small_deck(1009, overrides);
-  const RunResult serial = run_steps(small_deck(1009, {"model.layers=8", "train.global_batch=16",
-                                                        "train.recompute=full", "model.vocab_pad_to=8"}),
-                                     nullptr, 5);
+  ASSERT_EQ(world_size() % c.tp, 0) << "register this test at rank counts that tp divides";
+  ASSERT_TRUE(c.v == 1 || pp >= 2) << "interleaving needs pp >= 2: register this test at rank counts >= 2 * tp";
+  const Config cfg = small_deck(c.vocab, pipe_overrides(c, pp));
+  const RunResult& serial = serial_run(small_deck(c.vocab, model_overrides(c)), 5);
   ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
   const RunResult par = run_steps(cfg, &mesh, 5);
-  for (size_t s = 0; s < serial.losses.size(); ++s) {
-    EXPECT_NEAR(par.losses[s], serial.losses[s], 1e-5 * serial.losses[s]) << "step " << s + 1;
-    EXPECT_NEAR(par.grad_norms[s], serial.grad_norms[s], 1e-4 * serial.grad_norms[s]) << "step " << s + 1;
-  }
-  // This rank holds some of the tensors; each must match the serial model's.
-  ASSERT_FALSE(par.step1_grads.empty());
-  for (const auto& [name, grad] : par.step1_grads)
-    EXPECT_LE(relative_l2(grad, serial.step1_grads.at(name)), 1e-4) << name << " on pipeline rank " << mesh.coord().pp;
+  expect_matches_serial(par, serial, c.tp == 1 ? kPpTolerance : kPpWithTpTolerance);
 }
 
-INSTANTIATE_TEST_SUITE_P(Schedules, PipelineEquivalence,
-                         ::testing::Values(PipeCase{"gpipe", 1, "gpipe", 1}, PipeCase{"onefoneb", 1, "1f1b", 1},
-                                           PipeCase{"interleaved", 1, "interleaved", 2},
-                                           PipeCase{"tp2_onefoneb", 2, "1f1b", 1}),
-                         [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Schedules, PipelineEquivalence,
+    ::testing::Values(PipeCase{"gpipe", 1, "gpipe", 1}, PipeCase{"onefoneb", 1, "1f1b", 1},
+                      PipeCase{"interleaved", 1, "interleaved", 2}, PipeCase{"tp2_onefoneb", 2, "1f1b", 1},
+                      PipeCase{"selective_onefoneb", 1, "1f1b", 1, "selective"},
+                      PipeCase{"untied_gpipe", 1, "gpipe", 1, "none", false},
+                      PipeCase{"untied_interleaved", 1, "interleaved", 2, "selective", false},
+                      PipeCase{"vocab50257_onefoneb", 1, "1f1b", 1, "none", true, 50257},
+                      PipeCase{"tp2_pp_fastest_uneven_stages", 2, "1f1b", 1, "full", true, 1009, "pp-tp-dp", true},
+                      PipeCase{"uneven_stages_gpipe", 1, "gpipe", 1, "selective", true, 1009, "tp-dp-pp", true}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 // The first and last stage each hold the tied embedding; their copies must stay bit-identical.
 TEST(PipelineParallel, TiedEmbeddingCopiesStayIdentical) {
-  if (world_size() < 2) TRIDENT_SKIP_NOT_APPLICABLE("needs two stages");
+  ASSERT_GE(world_size(), 2) << "needs two stages: register this test at 2 ranks or more";
   const Config cfg = small_deck(1009, {fmt::format("mesh.pp={}", world_size()), "model.layers=8",
                                        "train.global_batch=16", "model.vocab_pad_to=8"});
   ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);

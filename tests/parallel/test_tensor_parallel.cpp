@@ -1,12 +1,10 @@
 // Tensor (and sequence) parallelism against the serial run: the TP group is the whole world
-// (registered at 1, 2 and 4 ranks). Tolerances (fp32): per-step losses within 1e-5 relative, every
-// gradient tensor within 1e-4 relative L2 after step 1; TP changes only the order of some sums.
+// (registered at 2 and 4 ranks). Tolerances: see kTpTolerance.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 
 #include <cstring>
-#include <tuple>
 
 #include "common/test_support.hpp"
 #include "kernels.hpp"
@@ -15,49 +13,72 @@
 namespace trident::test {
 namespace {
 
-constexpr double kLossTol = 1e-5;
-constexpr double kGradTol = 1e-4;
+// TP changes only the order of fp32 sums: a row-parallel GEMM adds tp partial dot products of C/tp
+// terms, the vocab-parallel loss adds tp partial softmax sums. A K-term fp32 sum differs between
+// orders by up to about K * eps * sum|terms| / |sum| (eps = 6e-8): ~4e-6 for the K = 64 sums of a
+// layer without cancellation, averaged down in a tensor's relative L2. After step 1 the two runs'
+// weights are apart by rounding, which AdamW amplifies where a gradient element is near 0 (it
+// divides by the element's RMS): the later gradients and the parameters drift further, most with
+// GPT-2's vocabulary, whose vocab-parallel softmax adds 50257 terms (K * eps up to 3e-3; the losses
+// differ 20 times more than with 1009). Measured over this matrix at 2 and 4 ranks
+// (TRIDENT_TEST_REPORT_ERRORS=1), vocab 1009 / 50257: losses 6.2e-8 / 1.4e-6, step-1 gradients
+// 5.6e-7 / 7.0e-7, step 2-3 gradients 1.5e-6 / 2.4e-4, parameters after 5 steps 3.4e-6 / 9.0e-5
+// (in h.1.attn.c_proj.weight). Bounds: about 10 times those.
+const Tolerance kTpTolerance{/*loss=*/1e-6, /*gradient=*/5e-6, /*later_gradient=*/2e-5, /*parameter=*/3e-5f};
+const Tolerance kTpGpt2VocabTolerance{/*loss=*/1e-5, /*gradient=*/5e-6, /*later_gradient=*/2.5e-3, /*parameter=*/1e-3f};
 
-std::vector<std::string> layout_overrides(bool sp, const std::string& recompute, int64_t pad) {
-  return {fmt::format("mesh.tp={}", world_size()), fmt::format("mesh.sequence_parallel={}", sp),
-          "train.recompute=" + recompute, fmt::format("model.vocab_pad_to={}", pad)};
+std::vector<std::string> model_overrides(const std::string& recompute, bool tied) {
+  return {"train.recompute=" + recompute, fmt::format("model.tie_embeddings={}", tied)};
 }
 
-using Case = std::tuple<int64_t /*vocab*/, bool /*sp*/, const char* /*recompute*/>;
+std::vector<std::string> layout_overrides(bool sp, const std::string& recompute, int64_t pad, bool tied = true) {
+  auto o = model_overrides(recompute, tied);
+  o.insert(o.end(), {fmt::format("mesh.tp={}", world_size()), fmt::format("mesh.sequence_parallel={}", sp),
+                     fmt::format("model.vocab_pad_to={}", pad)});
+  return o;
+}
 
-class TensorParallelEquivalence : public ::testing::TestWithParam<Case> {};
+struct TpCase {
+  int64_t vocab;
+  bool sp;
+  const char* recompute;
+  bool tied;
+};
+void PrintTo(const TpCase& c, std::ostream* os) {
+  *os << "vocab " << c.vocab << ", sp " << c.sp << ", recompute " << c.recompute << ", tied " << c.tied;
+}
 
-TEST_P(TensorParallelEquivalence, LossesAndGradientsMatchSerial) {
-  const auto [vocab, sp, recompute] = GetParam();
-  const int64_t pad = vocab == 50257 ? 1 : 8;  // the prime vocabulary is also padded for GEMM width
-  const Config serial_cfg = small_deck(vocab, {"train.recompute=" + std::string(recompute)});
-  const RunResult serial = run_steps(serial_cfg, nullptr, 5);
+class TensorParallelEquivalence : public ::testing::TestWithParam<TpCase> {};
 
-  const Config cfg = small_deck(vocab, layout_overrides(sp, recompute, pad));
+TEST_P(TensorParallelEquivalence, LossesGradientsAndParametersMatchSerial) {
+  const TpCase c = GetParam();
+  const int64_t pad = c.vocab == 50257 ? 1 : 8;  // the prime vocabulary is also padded for GEMM width
+  const RunResult& serial = serial_run(small_deck(c.vocab, model_overrides(c.recompute, c.tied)), 5);
+
+  const Config cfg = small_deck(c.vocab, layout_overrides(c.sp, c.recompute, pad, c.tied));
   ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
   const RunResult par = run_steps(cfg, &mesh, 5);
-
-  ASSERT_EQ(par.losses.size(), serial.losses.size());
-  for (size_t s = 0; s < serial.losses.size(); ++s) {
-    EXPECT_NEAR(par.losses[s], serial.losses[s], kLossTol * std::abs(serial.losses[s])) << "step " << s + 1;
-    EXPECT_NEAR(par.grad_norms[s], serial.grad_norms[s], 1e-4 * serial.grad_norms[s]) << "step " << s + 1;
-  }
-  ASSERT_EQ(par.step1_grads.size(), serial.step1_grads.size());
-  for (const auto& [name, ref] : serial.step1_grads) {
-    ASSERT_TRUE(par.step1_grads.count(name)) << name;
-    EXPECT_LE(relative_l2(par.step1_grads.at(name), ref), kGradTol) << name;
-  }
+  expect_matches_serial(par, serial, c.vocab == 50257 ? kTpGpt2VocabTolerance : kTpTolerance);
+  ASSERT_EQ(par.grads.front().size(), serial.grads.front().size());  // no pipeline: every rank holds every tensor
   // The padded vocabulary of the TP run never shows: the gathered embedding has exactly V rows.
-  EXPECT_EQ(par.final_params.at("transformer.wte.weight").size(), size_t(vocab * 64));
+  EXPECT_EQ(par.final_params.at("transformer.wte.weight").size(), size_t(c.vocab * 64));
+  EXPECT_EQ(par.final_params.count("lm_head.weight"), c.tied ? 0u : 1u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, TensorParallelEquivalence,
-                         ::testing::Combine(::testing::Values<int64_t>(50257, 1009), ::testing::Bool(),
-                                            ::testing::Values("none", "full")),
-                         [](const auto& info) {
-                           return fmt::format("vocab{}_{}_{}", std::get<0>(info.param),
-                                              std::get<1>(info.param) ? "sp" : "nosp", std::get<2>(info.param));
-                         });
+std::vector<TpCase> tp_cases() {
+  std::vector<TpCase> cases;
+  for (int64_t vocab : {50257, 1009})
+    for (bool sp : {false, true})
+      for (const char* recompute : {"none", "full"}) cases.push_back({vocab, sp, recompute, true});
+  for (bool sp : {false, true}) cases.push_back({1009, sp, "selective", true});
+  for (bool sp : {false, true}) cases.push_back({1009, sp, sp ? "none" : "selective", false});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, TensorParallelEquivalence, ::testing::ValuesIn(tp_cases()), [](const auto& info) {
+  const TpCase& c = info.param;
+  return fmt::format("vocab{}_{}_{}{}", c.vocab, c.sp ? "sp" : "nosp", c.recompute, c.tied ? "" : "_untied");
+});
 
 // Replicated parameters (LayerNorms, position embedding, row-parallel biases) must stay bit-identical
 // on every rank of the TP group, or the ranks would silently train different models.
@@ -149,7 +170,7 @@ TEST(TensorParallel, InitFromSafetensorsGivesTheSerialModel) {
   ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
   const RunResult par = run_steps(cfg, &mesh, 2);
   for (size_t s = 0; s < 2; ++s)
-    EXPECT_NEAR(par.losses[s], serial.losses[s], kLossTol * serial.losses[s]) << "step " << s + 1;
+    EXPECT_NEAR(par.losses[s], serial.losses[s], kTpTolerance.loss * serial.losses[s]) << "step " << s + 1;
   // And the loaded weights are the file's (not the seeded init of the deck).
   const RunResult fresh = run_steps(small_deck(1009, {}), nullptr, 1);
   EXPECT_GT(std::abs(fresh.losses[0] - serial.losses[0]), 1e-6);
