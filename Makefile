@@ -25,7 +25,7 @@ build: configure
 run: build
 	$(if $(filter 1,$(NP)),,OPENBLAS_NUM_THREADS=1 )mpiexec -n $(NP) $(BUILD)/trident train $(DECK) $(ARGS)
 
-# Unit, MPI and reference tests (GPU tests skip without a device; slurm tests need TRIDENT_WITH_SLURM=1).
+# Unit, MPI, reference and fault tests (GPU tests skip, visibly, without a device).
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) $(CTEST_ARGS)
 
