@@ -132,7 +132,11 @@ class Mutator {
   setrlimit(RLIMIT_AS, &rl);
   if (!freopen("/dev/null", "w", stdout) || !freopen(err_path.c_str(), "w", stderr)) _exit(InternalError);
   try {
-    run_check(DeckArgs{path, c.overrides});
+    CheckArgs check;
+    check.deck = path;
+    check.overrides = c.overrides;
+    check.deck_only = true;  // the deck's own validation; data and build features are not what is fuzzed
+    run_check(check);
     const Config cfg = load_deck(path, c.overrides);
     partition_layers(cfg);
     estimated_rank_bytes(cfg);
