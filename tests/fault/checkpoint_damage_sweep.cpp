@@ -52,7 +52,7 @@ TEST(CheckpointDamageSweep, EveryByteClassIsRefusedClearlyAndResumeFallsBack) {
     ASSERT_THAT(err, HasSubstr(path)) << where << " was not refused";
     ++refused[cls[i]];
     // Resume falls back to step 1 (every 97th flip: a load reads the whole older checkpoint).
-    if (i % 97 == 0 || cls[i] == ByteClass::UserBlock && i < 64) {
+    if (i % 97 == 0 || (cls[i] == ByteClass::UserBlock && i < 64)) {
       auto loaded = empty_like(*older);
       const auto point = resume_checkpoint(cfg, loaded->shard, MPI_COMM_WORLD);
       ASSERT_TRUE(point.has_value()) << where;
