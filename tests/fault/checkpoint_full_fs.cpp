@@ -2,12 +2,15 @@
 // 1), end to end at 2 and 4 ranks. Each case runs in a private mount namespace (`unshare -m`) on a
 // tmpfs sized to hold one checkpoint and half of the next: the run resumes from step 2, fails to
 // write step 4, and must exit with status 2 and a clear message (no hang, no crash), leave the step
-// 2 checkpoint valid and named by `latest`, and leave no partial file; a rerun does the same. The
-// test needs root (mount); without it the test fails saying so.
+// 2 checkpoint valid and named by `latest`, and leave no partial file; a rerun does the same. Mounting
+// needs root, or (`make test` as a user) a user namespace (`unshare -r`, on by default in Debian 12);
+// without either the test fails saying so.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
+
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -89,15 +92,18 @@ TEST_P(CheckpointFullFileSystem, FailsCleanlyKeepsThePreviousCheckpointAndReruns
       "  ls {mnt}; echo \"LATEST $(cat {mnt}/latest)\"\n"
       "done\n"
       "{verify} > /dev/null 2>&1; echo \"VERIFY rc=$?\"\n"
-      "mount -o remount,ro {mnt}\n"
+      "mount -o remount,ro,size={size} tmpfs {mnt}\n"
       "{train} > {root}/out{np}_ro.txt 2>&1; echo \"RUN ro rc=$?\"\n",
       fmt::arg("size", size), fmt::arg("mnt", mnt), fmt::arg("ckpt", ckpt), fmt::arg("train", train_command(np, mnt)),
       fmt::arg("root", root_dir()), fmt::arg("np", np), fmt::arg("verify", verify));
   write_file(root_dir() + fmt::format("/full{}.sh", np), script);
   std::string out;
-  const int rc = run_command(fmt::format("unshare -m --propagation private sh {}/full{}.sh", root_dir(), np), &out);
-  ASSERT_THAT(out, Not(HasSubstr("MOUNT FAILED"))) << "this test needs root to mount a tmpfs:\n" << out;
-  ASSERT_EQ(rc, 0) << "unshare -m needs root (a private mount namespace):\n" << out;
+  // A private mount namespace; without root, inside a user namespace (-r) where this user may mount.
+  const std::string unshare = geteuid() == 0 ? "unshare -m" : "unshare -r -m";
+  const int rc = run_command(fmt::format("{} --propagation private sh {}/full{}.sh", unshare, root_dir(), np), &out);
+  ASSERT_THAT(out, Not(HasSubstr("MOUNT FAILED")))
+      << "cannot mount a tmpfs in a private mount namespace (root, or user namespaces, are needed):\n" << out;
+  ASSERT_EQ(rc, 0) << "`" << unshare << "` failed:\n" << out;
 
   // Both runs: exit 2, no partial file left, the step 2 checkpoint still the latest and valid.
   EXPECT_THAT(out, HasSubstr("RUN 1 rc=2")) << out;
