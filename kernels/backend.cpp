@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #if TRIDENT_HAVE_CUDA
 #include "cuda/device.hpp"
+#include "gpu_binding.hpp"
 #endif
 
 namespace trident {
@@ -27,6 +28,7 @@ class KokkosBackend final : public ComputeBackend {
   }
   Kernels& kernels() override { return *kernels_; }
   std::string describe() const override { return kernels_->name() + " on the host"; }
+  std::string device_uuid() const override { return {}; }
 
  private:
   bool owns_kokkos_ = false;
@@ -36,19 +38,17 @@ class KokkosBackend final : public ComputeBackend {
 #if TRIDENT_HAVE_CUDA
 class CudaBackend final : public ComputeBackend {
  public:
-  CudaBackend(int local_rank, int local_size) : gpu_(local_rank) {
-    const int gpus = cuda::device_count();
-    TRIDENT_CHECK(gpus > 0, "runtime.backend = \"cuda\" but no CUDA device is usable on this node (no GPU or no driver)");
-    TRIDENT_CHECK(local_size <= gpus,
-                  "runtime.backend = \"cuda\": {} ranks on this node but only {} visible GPU(s); one rank per GPU",
-                  local_size, gpus);
+  CudaBackend(int local_rank, int local_size)
+      : gpu_(choose_gpu(local_rank, local_size, cuda::device_count(), /*allow_sharing=*/false).index) {
     cuda::set_device(gpu_);
     kernels_ = make_cuda_kernels();
   }
   Kernels& kernels() override { return *kernels_; }
   std::string describe() const override {
-    return fmt::format("{} on GPU {}: {}", kernels_->name(), gpu_, cuda::device_description());
+    return fmt::format("{} on GPU {} ({}): {} {}", kernels_->name(), gpu_, visible_devices_note(),
+                       cuda::device_description(), device_uuid());
   }
+  std::string device_uuid() const override { return cuda::device_uuid(); }
 
  private:
   int gpu_;

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "deck/config.hpp"
+#include "core/config.hpp"
 #include "kernels.hpp"
 
 namespace trident {
@@ -17,11 +17,13 @@ class ComputeBackend {
   virtual Kernels& kernels() = 0;
   // One line for the log: "kokkos-Serial on the host" or "cuda on GPU 0: NVIDIA H100 ... (sm_90, ...)".
   virtual std::string describe() const = 0;
+  // The bound GPU's UUID ("GPU-..."; comm/gpu_sharing.hpp compares them across a node); empty on the host.
+  virtual std::string device_uuid() const = 0;
 };
 
-// local_rank / local_size: this process's index among the ranks on its node, and their number (a
-// rank takes the local_rank-th GPU it can see). Throws trident::Error naming what is missing (a
-// CUDA build, a device, one GPU per rank).
+// local_rank / local_size: this process's index among the ranks on its node, and their number (which
+// GPU it takes: gpu_binding.hpp). Throws trident::Error naming what is missing (a CUDA build, a
+// device, one GPU per rank).
 std::unique_ptr<ComputeBackend> start_backend(Backend backend, int local_rank = 0, int local_size = 1);
 
 // True in a CUDA build on a machine with a usable CUDA device (tests use it to skip visibly).

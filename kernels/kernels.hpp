@@ -131,6 +131,9 @@ class Kernels {
   // the GPU; what alloc() handed out on the host).
   virtual int64_t allocated_bytes() const = 0;
   virtual int64_t peak_allocated_bytes() const = 0;
+  // Whether alloc()'s memory is ordinary host memory (a host backend): after fence() the host may
+  // read and write it in place instead of through copies (checkpoints then need no staging copy).
+  virtual bool host_memory() const { return false; }
 };
 
 // The Kokkos backend on the default host execution space (Serial here; OpenMP where Kokkos was built

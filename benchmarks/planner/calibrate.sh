@@ -12,7 +12,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 common=(--set model.seq_len=64 --set train.global_batch=8 --set train.micro_batch=2
-        --set data.format=text --set data.path=/usr/share/common-licenses/GPL-3 --set 'data.val_path=""'
+        --set data.format=text --set data.path=/usr/share/common-licenses/GPL-3 --set 'data.val_path=""' --set data.val_every=0
         --set 'checkpoint.dir=""' --set checkpoint.every_steps=0 --set checkpoint.every_minutes=0)
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '| layout (tp x pp x dp) | ranks | predicted step s | measured step s | measured / predicted |\n|---|---|---|---|---|\n'

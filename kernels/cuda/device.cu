@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
@@ -29,9 +30,21 @@ std::string device_description() {
   cudaGetDevice(&dev);
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return "unknown CUDA device";
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "%s (sm_%d%d, %.1f GiB)", prop.name, prop.major, prop.minor,
-                prop.totalGlobalMem / double(1 << 30));
+  char buf[320];
+  std::snprintf(buf, sizeof buf, "%s (sm_%d%d, %.1f GiB, PCI %04x:%02x:%02x.0)", prop.name, prop.major, prop.minor,
+                prop.totalGlobalMem / double(1 << 30), prop.pciDomainID, prop.pciBusID, prop.pciDeviceID);
+  return buf;
+}
+
+std::string device_uuid() {
+  int dev = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return "GPU-unknown-" + std::to_string(dev);
+  const auto* b = reinterpret_cast<const unsigned char*>(prop.uuid.bytes);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
   return buf;
 }
 

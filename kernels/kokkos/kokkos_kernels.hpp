@@ -37,6 +37,7 @@ class KokkosKernels final : public Kernels {
   ~KokkosKernels() override { space_.fence(); }
 
   std::string name() const override { return std::string("kokkos-") + ES::name(); }
+  bool host_memory() const override { return Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible; }
 
   // ---- memory ----
   float* alloc(int64_t n) override { return static_cast<float*>(alloc_zeroed(n * int64_t(sizeof(float)))); }

@@ -6,6 +6,7 @@
 
 #include "app/commands.hpp"
 #include "app/memory_check.hpp"
+#include "app/slurm_startup.hpp"
 #include "comm/mesh.hpp"
 #include "core/log.hpp"
 #include "planner/plan_command.hpp"
@@ -63,6 +64,7 @@ int run_check(const CheckArgs& args) {
 int run_topology(const DeckArgs& args) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
+  check_mpi_matches_slurm(world);
   const Config cfg = load_deck_logged(args, DeckOptions{world});
   ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
   // With the cuda backend every group gets its NCCL mirror, one GPU per rank by local rank.

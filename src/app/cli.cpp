@@ -9,9 +9,10 @@
 #include "core/blas_runtime.hpp"
 #include "core/error.hpp"
 #include "core/fatal.hpp"
+#include "core/fault_injection.hpp"
 #include "core/log.hpp"
 #include "planner/plan_command.hpp"
-#include "train/usr1_signal.hpp"
+#include "train/stop_signals.hpp"
 #include "trident_version.hpp"
 
 namespace trident {
@@ -80,14 +81,25 @@ int parse_and_run(int argc, char** argv) {
 
 int cli_main(int argc, char** argv) {
   tune_blas_for_this_cpu(argc, argv);  // may re-execute the process, which resets signal handlers
-  install_usr1_counter();
-  MPI_Init(&argc, &argv);
+  install_stop_signal_counters();
+  {
+    // MPICH's MPI_Init installs its own SIGUSR1 handler (hydra's notice of a failed process): a Slurm
+    // SIGUSR1 reaching it makes a one-process run spawn an mpiexec that fails, then wait for it forever.
+    // So both signals are held through MPI_Init and ours are installed again before they are delivered.
+    // Threads MPI_Init starts inherit the mask, so the signals reach this thread.
+    const StopSignalsHeld held;
+    MPI_Init(&argc, &argv);
+    install_stop_signal_counters();
+  }
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   log::init(rank, size);
   install_fatal_handlers();
-  const int rc = run_or_abort([&] { return parse_and_run(argc, argv); });
+  const int rc = run_or_abort([&] {
+    fault::check_environment();
+    return parse_and_run(argc, argv);
+  });
   MPI_Finalize();
   return rc;
 }

@@ -69,9 +69,9 @@ double estimated_rank_bytes(const Config& cfg) {
   const Layout l = layout_of(cfg);
   const MemoryEstimate mem = estimate_memory(cfg, cluster, l, place(cluster, l, cfg.mesh.order));
   const StageMemory& peak = mem.peak();
-  // Trainer builds the whole model in fp32 on every rank before keeping its shard.
-  const double start_up = peak.states.total() + 4.0 * double(parameter_count(cfg.model));
-  return std::max(peak.total() - peak.reserved, start_up);
+  // Start-up holds no more than the model states: each rank generates or reads only its own slices,
+  // one tensor at a time (Trainer::initialise_parameters).
+  return peak.total() - peak.reserved;
 }
 
 double available_node_bytes() {

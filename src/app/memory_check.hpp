@@ -4,7 +4,7 @@
 #include <optional>
 #include <string>
 
-#include "deck/config.hpp"
+#include "core/config.hpp"
 
 namespace trident {
 

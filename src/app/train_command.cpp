@@ -5,7 +5,9 @@
 
 #include "app/commands.hpp"
 #include "app/memory_check.hpp"
+#include "app/slurm_startup.hpp"
 #include "backend.hpp"
+#include "comm/gpu_sharing.hpp"
 #include "comm/mesh.hpp"
 #include "comm/watchdog.hpp"
 #include "core/log.hpp"
@@ -14,6 +16,8 @@
 
 namespace trident {
 namespace {
+
+constexpr int kTopologyLogRanks = 64;
 
 // Communicator set-up is collective over the world: a rank that never gets there is the watchdog's.
 std::unique_ptr<ParallelMesh> make_mesh(const Config& cfg) {
@@ -26,18 +30,24 @@ std::unique_ptr<ParallelMesh> make_mesh(const Config& cfg) {
 int run_train(const DeckArgs& args) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
+  check_mpi_matches_slurm(world);
   const Config cfg = load_deck_logged(args, DeckOptions{world});
   check_supported(cfg);  // before the backend starts: `check` refuses the same, in the same order
   log::info("trident train {} (tp {} x pp {} x dp {}, {} ranks)", cfg.source, cfg.mesh.tp, cfg.mesh.pp, cfg.mesh.dp,
             world);
+  log_slurm_job(cfg);
   const watchdog::Monitor monitor(cfg.runtime.collective_timeout_s, cfg.runtime.checkpoint_timeout_s);
   const auto mesh = make_mesh(cfg);
+  // Where every rank runs (hosts, nodes, groups); one line per rank, so only for modest worlds.
+  const std::string topology = world <= kTopologyLogRanks ? mesh->describe() : "";
+  if (!topology.empty()) log::info("topology:\n{}", topology.substr(0, topology.size() - 1));
   check_memory_fits(cfg, mesh->node().local_size);
   const auto backend = start_backend(cfg.runtime.backend, mesh->node().local_rank, mesh->node().local_size);
   log::info("compute backend: {}", backend->describe());
+  if (cfg.runtime.backend == Backend::Cuda) check_gpu_sharing(MPI_COMM_WORLD, mesh->node(), backend->device_uuid(), false);
   Trainer trainer(cfg, backend->kernels(), mesh.get());
   trainer.run();
-  return 0;
+  return trainer.exit_code();
 }
 
 }  // namespace trident

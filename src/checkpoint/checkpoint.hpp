@@ -38,7 +38,7 @@
 
 #include "checkpoint/checkpoint_error.hpp"
 #include "core/error.hpp"
-#include "deck/config.hpp"
+#include "core/config.hpp"
 #include "model/parameters.hpp"
 
 namespace trident {
@@ -127,7 +127,7 @@ struct CheckpointHeader {
 };
 
 // Test hooks: stop (throw InjectedCrash) at a point of the write protocol, leaving the files as a
-// crash there would. The environment variable TRIDENT_CHECKPOINT_CRASH=before_rename|before_latest
+// crash there would. The environment variable TRIDENT_INJECT_FAULT=checkpoint-crash:before_rename|before_latest
 // makes a real process _exit(86) at that point instead (for end-to-end tests of `trident train`).
 enum class CrashPoint { None, BeforeRename, BeforeLatest };
 class InjectedCrash : public Error {

@@ -12,7 +12,7 @@
 #include "checkpoint/format.hpp"
 #include "checkpoint/h5.hpp"
 #include "checkpoint/manifest.hpp"
-#include "io/safetensors.hpp"
+#include "safetensors/safetensors.hpp"
 
 namespace fs = std::filesystem;
 
@@ -110,28 +110,29 @@ std::string export_checkpoint(const std::string& ckpt_path, const std::string& o
   const std::string path = resolve_checkpoint(ckpt_path);
   const CheckpointHeader h = read_checkpoint_header(path);
   Handle file = ckpt::h5::open_file(path, MPI_COMM_NULL);
-  std::vector<std::vector<float>> data;
-  std::vector<SafetensorsTensor> tensors;
+  // Tensor by tensor: each dataset is read and verified when the writer reaches it, so the export
+  // holds one tensor at a time, never the whole model.
+  std::vector<SafetensorsStream> tensors;
   const std::string prefix = std::string(ckpt::kModelGroup) + "/";
   for (const auto& d : h.datasets) {
     if (d.name.rfind(prefix, 0) != 0) continue;
-    const std::string what = fmt::format("{}: dataset {}", path, d.name);
-    Handle ds = ckpt::h5::open_dataset(file, d.name, path);
-    data.push_back(ckpt::read_whole(ds, d.shape, what));
-    const auto& v = data.back();
-    const uint64_t sum = ckpt::checksum_run(reinterpret_cast<const uint32_t*>(v.data()), int64_t(v.size()), 0);
-    if (sum != d.checksum)
-      throw CheckpointError(fmt::format("{}: checksum mismatch ({:016x}, stored {:016x}): the checkpoint is damaged; "
-                                        "not exporting it",
-                                        what, sum, d.checksum));
+    tensors.push_back({d.name.substr(prefix.size()), d.shape, [&file, &path, d] {
+                         const std::string what = fmt::format("{}: dataset {}", path, d.name);
+                         Handle ds = ckpt::h5::open_dataset(file, d.name, path);
+                         std::vector<float> v = ckpt::read_whole(ds, d.shape, what);
+                         const uint64_t sum =
+                             ckpt::checksum_run(reinterpret_cast<const uint32_t*>(v.data()), int64_t(v.size()), 0);
+                         if (sum != d.checksum)
+                           throw CheckpointError(fmt::format("{}: checksum mismatch ({:016x}, stored {:016x}): the "
+                                                             "checkpoint is damaged; not exporting it",
+                                                             what, sum, d.checksum));
+                         return v;
+                       }});
   }
-  size_t k = 0;
-  for (const auto& d : h.datasets)
-    if (d.name.rfind(prefix, 0) == 0) tensors.push_back({d.name.substr(prefix.size()), d.shape, data[k++].data()});
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) throw CheckpointError(fmt::format("cannot create '{}': {}", out_dir, ec.message()));
-  write_safetensors((fs::path(out_dir) / "model.safetensors").string(), tensors,
+  write_safetensors_streamed((fs::path(out_dir) / "model.safetensors").string(), tensors,
                     {{"format", "pt"}, {"producer", "trident"}, {"checkpoint", path},
                      {"step", std::to_string(h.progress.step)}});
   const std::string config = (fs::path(out_dir) / "config.json").string();

@@ -1,7 +1,9 @@
 #include "comm/mesh.hpp"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <set>
 #include <sstream>
 
@@ -10,7 +12,9 @@
 #include "core/log.hpp"
 
 #if TRIDENT_HAVE_CUDA
+#include "comm/gpu_sharing.hpp"
 #include "cuda/device.hpp"
+#include "gpu_binding.hpp"
 #endif
 
 namespace trident {
@@ -49,6 +53,15 @@ std::unique_ptr<Group> make_group(const char* name, MPI_Comm world, std::vector<
 
 std::string join(const std::vector<int>& v) {
   return fmt::format("[{}]", fmt::join(v, " "));
+}
+
+// The name users know this rank's node by: Slurm's node name (SLURMD_NODENAME) inside a job, else
+// the host name. Several Slurm nodes may share a host (a test cluster), hence Slurm's name first.
+std::string node_name() {
+  if (const char* slurm = std::getenv("SLURMD_NODENAME"); slurm && *slurm) return slurm;
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) return "?";
+  return host;
 }
 
 }  // namespace
@@ -96,11 +109,9 @@ ParallelMesh::ParallelMesh(MPI_Comm world, const MeshConfig& mesh, MpiWait wait)
 
 void ParallelMesh::attach_nccl() {
 #if TRIDENT_HAVE_CUDA
-  const int gpus = cuda::device_count();
-  TRIDENT_CHECK(gpus > 0, "runtime.backend = \"cuda\" but no CUDA device is usable on this node (no GPU or no driver)");
-  TRIDENT_CHECK(node_.local_size <= gpus, "{} ranks on this node but only {} GPUs: one rank per GPU is required",
-                node_.local_size, gpus);
-  cuda::set_device(node_.local_rank);
+  // NCCL needs one GPU per rank: no sharing.
+  cuda::set_device(choose_gpu(node_.local_rank, node_.local_size, cuda::device_count(), false).index);
+  check_gpu_sharing(world_.mpi_comm(), node_, cuda::device_uuid(), false);
   world_.attach_nccl();
   tp_->attach_nccl();
   pp_->attach_nccl();
@@ -116,14 +127,20 @@ std::string ParallelMesh::describe() {
   std::vector<int> mine = {node_.node, node_.local_rank, coord_.dp, coord_.pp, coord_.tp};
   std::vector<int> all(n * 5);
   world_.all_gather(mine.data(), all.data(), 5);
+  constexpr int kName = 64;
+  std::string name = node_name();
+  name.resize(kName - 1);
+  std::vector<char> names(size_t(n) * kName);
+  MPI_Allgather(name.c_str(), kName, MPI_CHAR, names.data(), kName, MPI_CHAR, world_.mpi_comm());
   if (world_.rank() != 0) return "";
   std::ostringstream os;
   os << fmt::format("world {} ranks on {} node(s); mesh tp {} x pp {} x dp {}\n", n, node_.num_nodes,
                     layout_.tp_size(), layout_.pp_size(), layout_.dp_size());
-  os << " rank  node  local    dp    pp    tp\n";
+  os << " rank  node  local    dp    pp    tp  host\n";
   for (int r = 0; r < n; ++r) {
     const int* v = &all[5 * r];
-    os << fmt::format("{:5d} {:5d} {:6d} {:5d} {:5d} {:5d}\n", r, v[0], v[1], v[2], v[3], v[4]);
+    os << fmt::format("{:5d} {:5d} {:6d} {:5d} {:5d} {:5d}  {}\n", r, v[0], v[1], v[2], v[3], v[4],
+                      std::string(&names[size_t(r) * kName]));
   }
   auto groups = [&](const char* name, auto members) {
     std::set<std::vector<int>> seen;

@@ -38,7 +38,8 @@ class ParallelMesh {
   // Mirrors every group with NCCL (CUDA builds with one GPU per rank, picked by local rank).
   void attach_nccl();
 
-  // Human-readable description of every rank and group (gathered on world rank 0; "" elsewhere).
+  // Human-readable description of every rank (node, coordinates, host: Slurm's node name inside a job,
+  // else the host name) and every group (gathered on world rank 0; "" elsewhere).
   std::string describe();
 
  private:

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "deck/config.hpp"
+#include "core/config.hpp"
 
 namespace trident {
 

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -58,6 +59,14 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
     size_ = std::exchange(other.size_, 0);
   }
   return *this;
+}
+
+void MappedFile::release(int64_t offset, int64_t length) const {
+  // Whole pages inside [offset, offset + length) only: a page shared with a neighbour stays.
+  const int64_t page = ::sysconf(_SC_PAGESIZE);
+  const int64_t first = (offset + page - 1) / page * page, last = std::min(offset + length, size_) / page * page;
+  if (data_ && first < last)
+    ::madvise(const_cast<uint8_t*>(data_) + first, static_cast<size_t>(last - first), MADV_DONTNEED);
 }
 
 void MappedFile::unmap() noexcept {

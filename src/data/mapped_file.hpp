@@ -20,6 +20,9 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   int64_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Drops the resident pages of bytes [offset, offset + length) from this process (MADV_DONTNEED:
+  // the mapping is read-only, so they are read again from the file if touched later).
+  void release(int64_t offset, int64_t length) const;
 
  private:
   void unmap() noexcept;

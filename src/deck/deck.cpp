@@ -197,7 +197,22 @@ class DeckReader {
     throw Error(fmt::format("{}: {}", where(section, key), message));
   }
 
+  // mesh.dp = "auto" (0 until here): the world size over tp*pp.
+  void resolve_auto_dp(MeshConfig& mesh) const {
+    if (mesh.dp != 0) return;
+    const int tp_pp = mesh.tp * mesh.pp;
+    if (options_.world_size <= 0)
+      rule_error("mesh", "dp",
+                 "[mesh] dp = \"auto\" needs the number of ranks: run under mpiexec/srun, or `trident check --ranks N`");
+    if (options_.world_size % tp_pp != 0)
+      rule_error("mesh", "dp",
+                 fmt::format("[mesh] dp = \"auto\": the job's {} ranks are not a multiple of tp*pp = {}*{} = {}",
+                             options_.world_size, mesh.tp, mesh.pp, tp_pp));
+    mesh.dp = options_.world_size / tp_pp;
+  }
+
   void check_rules(Config& cfg) const {
+    resolve_auto_dp(cfg.mesh);
     const auto& m = cfg.model;
     const auto& mesh = cfg.mesh;
     const auto& t = cfg.train;
@@ -236,6 +251,13 @@ class DeckReader {
     check_model_size(cfg);
     if ((cfg.checkpoint.every_steps > 0 || cfg.checkpoint.every_minutes > 0) && cfg.checkpoint.dir.empty())
       rule_error("checkpoint", "every_steps", "[checkpoint] every_steps/every_minutes need [checkpoint] dir");
+    // ZeRO-3 gathers each layer inside a chunk's forward and backward; with pipeline stages the
+    // schedule interleaves chunks and micro-batches, which the gather order does not follow yet.
+    if (mesh.zero == 3 && mesh.pp > 1)
+      rule_error("mesh", "zero",
+                 fmt::format("[mesh] zero = 3 is supported with pp = 1 only (tp and dp any), but [mesh] pp = {}; use "
+                             "zero <= 2 with pipeline parallelism",
+                             mesh.pp));
     if (mesh.zero > 0 && mesh.dp == 1)
       cfg.warnings.push_back(fmt::format("{}: [mesh] zero = {} has no effect with dp = 1", where("mesh", "zero"), mesh.zero));
   }
@@ -382,6 +404,7 @@ TRIDENT_ENUM_NAME(DataFormat, "text", "llmc", "megatron")
 TRIDENT_ENUM_NAME(DataOrder, "sequential", "shuffle")
 TRIDENT_ENUM_NAME(Backend, "cpu", "cuda")
 TRIDENT_ENUM_NAME(MpiWait, "block", "poll")
+TRIDENT_ENUM_NAME(OnSignal, "checkpoint-exit", "checkpoint-continue")
 #undef TRIDENT_ENUM_NAME
 
 }  // namespace trident

@@ -1,4 +1,4 @@
-#include "deck/config.hpp"
+#include "core/config.hpp"
 
 #include "core/error.hpp"
 

@@ -194,6 +194,24 @@ KeySpec mesh_order() {
   return k;
 }
 
+// mesh.dp: an integer, or "auto" (stored as 0) for world size / (tp*pp), resolved by the deck's rules
+// once the world size is known.
+KeySpec mesh_dp() {
+  KeySpec k = integer("mesh", "dp", &Config::mesh, &MeshConfig::dp, 1, 1 << 20,
+                      "Data-parallel replicas; \"auto\" = the number of ranks / (tp*pp), as the launch gives it.");
+  k.allowed = "\"auto\" or " + k.allowed;
+  auto base = k.apply;
+  k.apply = [base](const toml::node& n, Config& c) -> std::optional<ValueError> {
+    if (n.is_string()) {
+      if (n.value<std::string>().value() != "auto") return ValueError{"neither an integer nor \"auto\""};
+      c.mesh.dp = 0;
+      return std::nullopt;
+    }
+    return base(n, c);
+  };
+  return k;
+}
+
 KeySpec resume_key() {
   return text("checkpoint", "resume", &CheckpointConfig::resume, &Config::checkpoint,
               "\"auto\", \"never\" or the path of a checkpoint",
@@ -235,7 +253,7 @@ std::vector<KeySpec> build() {
   k.push_back(integer("mesh", "tp", &Config::mesh, &MeshConfig::tp, 1, 1 << 16,
                       "Tensor-parallel degree (ranks that split every layer; keep them inside one node)."));
   k.push_back(integer("mesh", "pp", &Config::mesh, &MeshConfig::pp, 1, 1 << 16, "Pipeline-parallel stages."));
-  k.push_back(integer("mesh", "dp", &Config::mesh, &MeshConfig::dp, 1, 1 << 20, "Data-parallel replicas."));
+  k.push_back(mesh_dp());
   k.push_back(mesh_order());
   k.push_back(choice("mesh", "schedule", &MeshConfig::schedule, &Config::mesh,
                      {{"gpipe", Schedule::GPipe}, {"1f1b", Schedule::OneFOneB}, {"interleaved", Schedule::Interleaved}},
@@ -246,17 +264,20 @@ std::vector<KeySpec> build() {
   k.push_back(boolean("mesh", "sequence_parallel", &MeshConfig::sequence_parallel, &Config::mesh,
                       "Shard LayerNorm, residual and other elementwise work along the sequence across the "
                       "TP group (all-gather/reduce-scatter instead of all-reduce); needs seq_len divisible by tp."));
-  k.push_back(integer("mesh", "zero", &Config::mesh, &MeshConfig::zero, 0, 2,
+  k.push_back(integer("mesh", "zero", &Config::mesh, &MeshConfig::zero, 0, 3,
                       "ZeRO stage: 0 replicated optimizer, 1 optimizer state sharded over DP, 2 gradients "
-                      "sharded as well."));
+                      "sharded as well (each rank keeps its partition only), 3 parameters too (gathered per "
+                      "layer for forward and backward; pp = 1 only)."));
   k.push_back(boolean("mesh", "strict_placement", &MeshConfig::strict_placement, &Config::mesh,
                       "A TP group that spans nodes is an error instead of a warning."));
   k.push_back(layers_per_stage());
   k.push_back(real("mesh", "bucket_mb", &MeshConfig::bucket_mb, &Config::mesh, 0.0, true, 1 << 16,
-                   "Size in MiB of the gradient buckets whose DP reduction overlaps backward."));
+                   "Size in MiB of the gradient buckets whose DP reduction overlaps backward (zero 0, 1; "
+                   "zero >= 2 reduces per layer)."));
   k.push_back(boolean("mesh", "overlap_grad_reduce", &MeshConfig::overlap_grad_reduce, &Config::mesh,
                       "Start each gradient bucket's DP reduction as soon as backward has finished it (last "
-                      "micro-batch; every micro-batch with zero = 2); false reduces after backward."));
+                      "micro-batch; with zero >= 2 each layer's, every micro-batch); false waits for each "
+                      "reduction before backward goes on."));
   // [train]
   k.push_back(integer("train", "steps", &Config::train, &TrainConfig::steps, 0, int64_t(1) << 40,
                       "Optimizer steps to run (counted from 1; a resumed run continues up to this number)."));
@@ -346,6 +367,14 @@ std::vector<KeySpec> build() {
                       "`train` compares the planner's per-rank memory estimate with the memory available to each "
                       "rank (MemAvailable or the cgroup limit, shared by the ranks of a node) and refuses a layout "
                       "that does not fit; false skips the check."));
+  k.push_back(choice("runtime", "on_signal", &RuntimeConfig::on_signal, &Config::runtime,
+                     {{"checkpoint-exit", OnSignal::CheckpointExit},
+                      {"checkpoint-continue", OnSignal::CheckpointContinue}},
+                     "What SIGUSR1 (Slurm's `--signal=USR1@N`, `scancel --signal=USR1`) does: every rank agrees on "
+                     "the next step boundary, a checkpoint is written after that step, then the run exits with status "
+                     "75 (checkpoint-exit; jobs/train.sbatch requeues the job on it) or goes on (checkpoint-continue). "
+                     "SIGTERM (time limit, scancel, preemption) always checkpoints and exits 75. Without "
+                     "[checkpoint] dir, SIGUSR1 is logged and SIGTERM ends the run (exit 143)."));
   return k;
 }
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "deck/config.hpp"
+#include "core/config.hpp"
 
 namespace trident::deck {
 

@@ -5,7 +5,7 @@
 // not discounted); the LM head 2CV; backward twice the forward. Embedding lookups, LayerNorms, biases and
 // recompute are not counted, the vocabulary padding neither. For GPT-2 this is 6 * parameters +
 // 12 * L * C * T minus the non-GEMM parameters' terms (< 0.1%).
-#include "deck/config.hpp"
+#include "core/config.hpp"
 
 namespace trident {
 

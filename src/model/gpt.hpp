@@ -18,10 +18,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "comm/group.hpp"
-#include "deck/config.hpp"
+#include "core/config.hpp"
 #include "kernels.hpp"
 #include "model/parameters.hpp"
 
@@ -61,20 +62,53 @@ struct GradientHooks {
   std::function<void(int64_t from)> final_from;
 };
 
+// ZeRO-2: where backward's gradients go when the chunk keeps no whole-chunk gradient buffer. Backward
+// writes a micro-batch's gradients segment by segment (the head, each layer from the last, the token
+// and position embeddings; a tied head's token embedding is its own segment): open() gives a buffer
+// for the segment, zeroed (element k is flat element begin + k), close() hands it back holding all of
+// this micro-batch's contributions to [begin, end). At most two segments are open at once.
+class GradientSink {
+ public:
+  virtual ~GradientSink() = default;
+  virtual float* open(int64_t begin, int64_t end) = 0;
+  virtual void close(int64_t begin, int64_t end) = 0;
+};
+
+// ZeRO-3: where forward and backward read the parameters when the chunk keeps no whole-chunk
+// parameter buffer. The model acquires a segment (a layer, the head's tail, the token or position
+// embedding) just before its forward or backward and releases it right after; prefetch() names the
+// segment it will acquire next, so its gather can overlap the current segment's compute.
+class ParameterSource {
+ public:
+  virtual ~ParameterSource() = default;
+  // The values of flat elements [begin, end) (element k is begin + k), valid until release().
+  virtual const float* acquire(int64_t begin, int64_t end) = 0;
+  virtual void release(int64_t begin, int64_t end) = 0;
+  virtual void prefetch(int64_t begin, int64_t end) = 0;
+};
+
+// The whole-chunk buffers a GptModel allocates. ZeRO-2 gives backward a GradientSink instead of the
+// gradient buffer, ZeRO-3 forward and backward a ParameterSource instead of the parameter buffer: a
+// chunk built for them never allocates those buffers, not even for a moment at start-up.
+struct WholeBuffers {
+  bool parameters = true;
+  bool gradients = true;
+};
+
 class GptModel {
  public:
-  // B: sequences per micro-batch. Parameters and gradients are allocated zeroed; with tp, this rank's
-  // shard of them (layout().tp_rank()).
+  // B: sequences per micro-batch. Parameters and gradients (those `whole` asks for) are allocated
+  // zeroed; with tp, this rank's shard of them (layout().tp_rank()).
   GptModel(const GptShapes& shapes, Kernels& kernels, Recompute recompute, int64_t B, TensorParallel tp = {},
-           ChunkSpec chunk = ChunkSpec::whole_model());
+           ChunkSpec chunk = ChunkSpec::whole_model(), WholeBuffers whole = {});
   ~GptModel();
   GptModel(const GptModel&) = delete;
   GptModel& operator=(const GptModel&) = delete;
 
   const ParameterLayout& layout() const { return layout_; }
   const GptShapes& shapes() const { return shapes_; }
-  float* params() { return params_; }  // backend memory, layout().total() floats
-  float* grads() { return grads_; }
+  float* params() { return params_; }  // backend memory, layout().total() floats; null with a ParameterSource
+  float* grads() { return grads_; }  // null once a GradientSink is installed
   ActivationBytes activation_bytes() const { return act_bytes_; }
   // Elements of a stage-boundary activation (this rank's rows x hidden).
   int64_t boundary_size() const { return Nl_ * shapes_.C; }
@@ -100,6 +134,14 @@ class GptModel {
   // Frees a slot without backward (validation).
   void release(int slot);
   void set_gradient_hooks(GradientHooks hooks) { hooks_ = std::move(hooks); }
+  // From now on backward writes through `sink`; the whole-chunk gradient buffer, if any, is freed
+  // (grads() becomes null). Call before the first backward.
+  void set_gradient_sink(GradientSink* sink);
+  // From now on forward and backward read the parameters through `source`; the whole-chunk
+  // parameter buffer, if any, is freed (params() becomes null).
+  void set_parameter_source(ParameterSource* source);
+  // Flat elements [first, second) of layer l's tensors.
+  std::pair<int64_t, int64_t> layer_range(int64_t l) const;
 
   // ---- the whole model at once (pp = 1) ----
   // One micro-batch: forward, loss, backward. Returns the sum of the per-position losses.
@@ -111,12 +153,16 @@ class GptModel {
   // parameters (LayerNorms, position embedding) saw only this rank's tokens, so their gradients are
   // summed over the TP group. Without it this does nothing.
   void finish_gradients();
+  // The same for the flat elements [begin, end) only, whose gradients are range_grads (ZeRO-2: a DP
+  // rank's partition; the TP peers of a DP rank hold the same range).
+  void finish_gradients(float* range_grads, int64_t begin, int64_t end);
   bool sequence_parallel() const { return sp_; }
 
-  // Adds the squared gradients of the flat elements [begin, end) (end -1: all) onto sums[0] (tensors
-  // sharded over TP) and sums[1] (replicated over TP), two doubles in backend memory. `skip_wte`
-  // leaves out the token embedding (the last stage's duplicate of a tied embedding).
-  void add_gradient_square_sums(double* sums, bool skip_wte, int64_t begin = 0, int64_t end = -1);
+  // Adds the squared gradients of the flat elements [begin, end) onto sums[0] (tensors sharded over
+  // TP) and sums[1] (replicated over TP), two doubles in backend memory; range_grads[k] is the
+  // gradient of element begin + k. `skip_wte` leaves out the token embedding (the last stage's
+  // duplicate of a tied embedding).
+  void add_gradient_square_sums(double* sums, bool skip_wte, const float* range_grads, int64_t begin, int64_t end);
   // Global L2 norm of the gradients of this chunk alone (pp = 1): sharded tensors summed over the
   // TP group, replicated ones counted once.
   double gradient_norm();
@@ -151,6 +197,7 @@ class GptModel {
   // Head: final LN, logits, vocab-parallel cross-entropy (losses summed onto loss_sum_); with_grad:
   // backward into s.dtop.
   void head_forward(Slot& s, const int32_t* targets, float dloss_scale, bool with_grad);
+  void head_backward(Slot& s, const float* lnf_full);
   // The two TP communication primitives (identity when tp = 1):
   //   to_full:      this rank's [Nl, width] rows -> all N rows (all-gather with SP; else the same buffer)
   //   from_partial: a [N, width] partial sum on every rank -> this rank's reduced rows
@@ -162,6 +209,17 @@ class GptModel {
   // Positions of this rank's rows: the [B, T] token grid flattened, rows [row0, row0 + Nl).
   void add_positions(float* x);
   void position_grads(float* dwpe, const float* dx);
+  // Where backward writes the gradient of flat element `offset`: the whole-chunk buffer, or the
+  // open sink segment holding it.
+  float* grad(int64_t offset);
+  // Where forward and backward read parameter element `offset`: the whole-chunk buffer, or the
+  // acquired source segment holding it. Acquisitions of one segment nest (full recompute).
+  const float* param(int64_t offset) const;
+  void acquire_params(std::pair<int64_t, int64_t> range);  // no-ops without a source
+  void release_params(std::pair<int64_t, int64_t> range);
+  void prefetch_params(std::pair<int64_t, int64_t> range);
+  void open_grads(int64_t begin, int64_t end);  // no-op without a sink
+  void close_grads();                           // closes every open segment
 
   GptShapes shapes_;
   Kernels& k_;
@@ -192,6 +250,19 @@ class GptModel {
   double* loss_sum_ = nullptr;          // head chunk: sum of per-position losses, in backend memory
   double* norm_sums_ = nullptr;         // gradient_norm(): {sharded, replicated} squared sums
   GradientHooks hooks_;
+  GradientSink* sink_ = nullptr;
+  struct OpenSegment {
+    int64_t begin, end;
+    float* data;
+  };
+  std::vector<OpenSegment> open_;
+  ParameterSource* source_ = nullptr;
+  struct HeldSegment {
+    int64_t begin, end;
+    const float* data;
+    int refs;
+  };
+  std::vector<HeldSegment> held_;
 };
 
 }  // namespace trident

@@ -6,8 +6,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
-#include "core/splitmix64.hpp"
-#include "io/safetensors.hpp"
+#include "safetensors/safetensors.hpp"
 
 namespace trident {
 
@@ -76,67 +75,9 @@ const ParamTensor& ParameterLayout::find(const std::string& name) const {
 
 namespace {
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
-  return h;
-}
-
 // Rows of the stored tensor that are real (not vocabulary padding).
 int64_t real_rows(const ParamTensor& t, const GptShapes& s) {
   return t.kind == ParamKind::Embedding && t.shape[0] == s.Vp ? s.V : t.shape[0];
-}
-
-}  // namespace
-
-namespace {
-// The per-tensor key of the counter-based generator, computed once per tensor (not per element).
-uint64_t init_key(uint64_t seed, const std::string& name) { return splitmix64(seed ^ fnv1a(name)); }
-
-float normal_at(uint64_t key, int64_t index) {
-  const double u1 = ((splitmix64(key + 2 * uint64_t(index)) >> 11) + 1) * 0x1.0p-53;  // (0, 1]
-  const double u2 = (splitmix64(key + 2 * uint64_t(index) + 1) >> 11) * 0x1.0p-53;   // [0, 1)
-  return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
-}
-}  // namespace
-
-float init_normal(uint64_t seed, const std::string& name, int64_t index) {
-  // Counter-based: a hash of (seed, name, index), so any slice can be generated independently.
-  return normal_at(init_key(seed, name), index);
-}
-
-void init_parameters(const ParameterLayout& layout, double std, uint64_t seed, float* host) {
-  const auto& s = layout.shapes();
-  std::memset(host, 0, sizeof(float) * layout.total());
-  for (const auto& t : layout.tensors()) {
-    float* p = host + t.offset;
-    switch (t.kind) {
-      case ParamKind::NormWeight:
-        for (int64_t i = 0; i < t.numel; ++i) p[i] = 1.0f;
-        break;
-      case ParamKind::Bias:
-      case ParamKind::NormBias:
-        break;
-      case ParamKind::Weight:
-      case ParamKind::Embedding: {
-        const double sd = t.residual_projection ? std / std::sqrt(2.0 * s.L) : std;
-        const int64_t n = real_rows(t, s) * (t.numel / t.shape[0]);
-        const uint64_t key = init_key(seed, t.name);
-        for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(sd * normal_at(key, i));
-        break;
-      }
-    }
-  }
-}
-
-namespace {
-
-// Hugging Face checkpoints saved from GPT2Model have no "transformer." prefix; accept both.
-std::string hf_name_in(const SafetensorsReader& f, const std::string& name) {
-  if (f.has(name)) return name;
-  const std::string prefix = "transformer.";
-  if (name.rfind(prefix, 0) == 0 && f.has(name.substr(prefix.size()))) return name.substr(prefix.size());
-  throw Error(fmt::format("{}: tensor {} is missing", f.path(), name));
 }
 
 }  // namespace
@@ -145,24 +86,6 @@ std::vector<int64_t> hf_shape(const ParamTensor& t, const GptShapes& s) {
   if (t.conv1d) return {t.shape[1], t.shape[0]};
   if (t.shape.size() == 2) return {real_rows(t, s), t.shape[1]};
   return t.shape;
-}
-
-void load_hf_safetensors(const ParameterLayout& layout, const std::string& path, float* host) {
-  SafetensorsReader f(path);
-  const auto& s = layout.shapes();
-  std::memset(host, 0, sizeof(float) * layout.total());
-  for (const auto& t : layout.tensors()) {
-    const auto shape = hf_shape(t, s);
-    const auto data = f.read_f32(hf_name_in(f, t.name), shape);
-    float* p = host + t.offset;
-    if (t.conv1d) {  // [in, out] -> [out, in]
-      const int64_t in = shape[0], out = shape[1];
-      for (int64_t i = 0; i < in; ++i)
-        for (int64_t o = 0; o < out; ++o) p[o * in + i] = data[i * out + o];
-    } else {
-      std::memcpy(p, data.data(), sizeof(float) * data.size());
-    }
-  }
 }
 
 std::vector<float> hf_tensor(const ParameterLayout& layout, const float* host, const ParamTensor& t) {

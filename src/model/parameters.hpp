@@ -101,16 +101,33 @@ class ParameterLayout {
 
 // GPT-2 initialisation into a host buffer of layout.total() floats: weights and embeddings
 // N(0, std), residual projections N(0, std/sqrt(2L)), biases 0, LayerNorm weights 1, padding 0.
-// Every element is a function of (seed, tensor name, element index in the unpadded global tensor)
-// alone, so any parallel layout that holds a slice generates the same global model.
+// Every element is a function of (seed, tensor name, element index in the whole tensor) alone, so a
+// layout of any TP rank and pipeline chunk generates exactly its slice of the serial run's model,
+// without the rest of the model ever existing on the rank (src/model/parameter_init.cpp).
 void init_parameters(const ParameterLayout& layout, double std, uint64_t seed, float* host_params);
+
+// The initial values of elements [begin, end) of tensor t as stored by TP rank tp_rank (t from that
+// rank's layout; indices into t's local storage), into out[0, end - begin). s: the layout's shapes.
+// Any sub-range can be generated on its own (a ZeRO-3 partition, one tensor at a time at start-up).
+void init_tensor_elements(const ParamTensor& t, const GptShapes& s, int tp_rank, double std, uint64_t seed,
+                          int64_t begin, int64_t end, float* out);
+
+// The initial values of elements [begin, end) of a layout's flat buffer, into out[0, end - begin).
+void init_parameter_range(const ParameterLayout& layout, double std, uint64_t seed, int64_t begin, int64_t end,
+                          float* out);
 
 // The normal deviate used for element `index` of tensor `name` (exposed for sharded initialisation).
 float init_normal(uint64_t seed, const std::string& name, int64_t index);
 
-// Loads Hugging Face GPT-2 weights (fp32 safetensors) into a host buffer; throws naming the tensor
-// that is missing or mis-shaped.
+// Loads Hugging Face GPT-2 weights (fp32 safetensors) into a host buffer of layout.total() floats;
+// throws naming the tensor that is missing or mis-shaped. The layout may be any TP rank's chunk: only
+// its slices are read from the file (src/model/hf_import.cpp).
 void load_hf_safetensors(const ParameterLayout& layout, const std::string& path, float* host_params);
+
+class SafetensorsReader;
+// Tensor t's slice held by TP rank layout.tp_rank() (t from `layout`), read from an open Hugging Face
+// file into out[0, t.numel) (padding rows zero). Reads only the slice's rows/columns.
+void load_hf_tensor(const SafetensorsReader& file, const ParameterLayout& layout, const ParamTensor& t, float* out);
 
 // Writes the parameters as a Hugging Face GPT-2 safetensors file (unpadded, Conv1D layout).
 void save_hf_safetensors(const ParameterLayout& layout, const float* host_params, const std::string& path);

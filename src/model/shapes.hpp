@@ -2,7 +2,7 @@
 // The dimensions of the GPT-2 model a rank holds, derived once from the deck.
 #include <cstdint>
 
-#include "deck/config.hpp"
+#include "core/config.hpp"
 
 namespace trident {
 

@@ -19,13 +19,13 @@ AdamW::~AdamW() {
   k_.free(v_);
 }
 
-void AdamW::update(float* params, const float* grads, double lr, int64_t step) {
+void AdamW::update(float* range_params, const float* range_grads, double lr, int64_t step) {
   for (const auto& t : layout_.tensors()) {
     // The part of tensor t inside this optimizer's range.
     const int64_t first = std::max(t.offset, begin_), last = std::min(t.offset + t.numel, end_);
     if (first >= last) continue;
     const float wd = t.decayed() ? float(cfg_.weight_decay) : 0.f;
-    k_.adamw_update(params + first, grads + first, m_ + (first - begin_), v_ + (first - begin_), last - first,
+    k_.adamw_update(range_params + (first - begin_), range_grads + (first - begin_), m_ + (first - begin_), v_ + (first - begin_), last - first,
                     float(lr), float(cfg_.beta1), float(cfg_.beta2), float(cfg_.eps), wd, step);
   }
 }

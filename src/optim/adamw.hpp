@@ -2,10 +2,10 @@
 // AdamW over a flat parameter buffer, exactly as torch.optim.AdamW, with weight decay only on
 // tensors of 2 or more dimensions; and global gradient-norm clipping as torch's clip_grad_norm_.
 // Under ZeRO an AdamW owns one contiguous range [begin, end) of the flat layout: it keeps moments
-// for that range only and updates only those parameters (distributed/zero.hpp chooses the range).
+// for that range only and updates only those parameters (data_parallel/zero_partition.hpp chooses the range).
 #include <cstdint>
 
-#include "deck/config.hpp"
+#include "core/config.hpp"
 #include "kernels.hpp"
 #include "model/parameters.hpp"
 
@@ -19,9 +19,10 @@ class AdamW {
   AdamW(const AdamW&) = delete;
   AdamW& operator=(const AdamW&) = delete;
 
-  // One update of params[begin, end) from grads[begin, end) (both whole-layout buffers) with
-  // learning rate lr; `step` counts from 1 (bias correction).
-  void update(float* params, const float* grads, double lr, int64_t step);
+  // One update of the parameters of the range from their gradients (range_params[k] and
+  // range_grads[k] belong to element begin + k) with learning rate lr; `step` counts from 1 (bias
+  // correction).
+  void update(float* range_params, const float* range_grads, double lr, int64_t step);
 
   int64_t begin() const { return begin_; }
   int64_t end() const { return end_; }

@@ -3,7 +3,7 @@
 // then constant, or cosine / linear decay from lr to min_lr, reaching min_lr at the last step.
 #include <cstdint>
 
-#include "deck/config.hpp"
+#include "core/config.hpp"
 
 namespace trident {
 

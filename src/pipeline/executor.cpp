@@ -4,10 +4,9 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
-#include <cstring>
 
 #include "core/error.hpp"
+#include "core/fault_injection.hpp"
 
 namespace trident {
 
@@ -22,10 +21,9 @@ PipelineExecutor::PipelineExecutor(std::vector<GptModel*> chunks, Group* pp, Sch
   inputs_.resize(chunks_[0]->positions());
   targets_.resize(chunks_[0]->positions());
   origin_ = MPI_Wtime();
-  // Fault injection for the failure tests: TRIDENT_INJECT_FAULT=pipeline-stage:N makes stage N fail
-  // in the middle of its first backward pass, while the other stages wait on it.
-  if (const char* f = std::getenv("TRIDENT_INJECT_FAULT"); f && std::string(f).rfind("pipeline-stage:", 0) == 0)
-    fault_stage_ = std::atoi(f + std::strlen("pipeline-stage:"));
+  // Failure tests: TRIDENT_INJECT_FAULT=pipeline-stage:N makes stage N fail in the middle of its first
+  // backward pass, while the other stages wait on it (core/fault_injection.hpp).
+  if (const auto stage = fault::armed_number(fault::kPipelineStage)) fault_stage_ = *stage;
 }
 
 PipelineExecutor::~PipelineExecutor() {

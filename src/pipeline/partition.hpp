@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "deck/config.hpp"
+#include "core/config.hpp"
 #include "model/parameters.hpp"
 
 namespace trident {

@@ -97,7 +97,9 @@ std::map<std::string, ClusterSpec> make_presets() {
     c.nodes = 1;
     c.gpus_per_node = 2;
     c.memory_gib = 11.5;  // 23 GiB usable, shared by the node's ranks
-    c.reserved_gib = 0.5;
+    // What a trident rank holds beyond the backend's allocations (code, libraries, MPI, allocator
+    // slack, mapped data): 38-46 MiB measured (benchmarks/README.md, "Memory per rank").
+    c.reserved_gib = 0.045;
     c.peak_tflops_bf16 = 0;  // the cpu backend computes in fp32
     c.peak_tflops_fp32 = 0.100;
     c.gemm_efficiency = 1.0;  // the peak above is the measured large-sgemm rate
@@ -106,6 +108,9 @@ std::map<std::string, ClusterSpec> make_presets() {
     c.intra_node = {4.0, 2.0};
     c.inter_node = {4.0, 2.0};
     c.oversubscribe = true;
+    // 472 MiB of gradients reduced per step over dp 2 take 1.0-1.8 s more than the step without them
+    // (benchmarks/README.md, "Planner calibration: measured"; the run reports "DP reduction waits").
+    c.dp_reduce_gbs = 0.48;
     p[c.name] = c;
   }
   return p;
@@ -184,6 +189,7 @@ const std::vector<KeyDef>& key_defs() {
     real("gemm_efficiency", &ClusterSpec::gemm_efficiency, 1e-3, 1.0, false);
     real("gemm_half_gflop", &ClusterSpec::gemm_half_gflop, 0, inf, false);
     real("memory_bandwidth_gbs", &ClusterSpec::memory_bandwidth_gbs, 1e-3, inf, true);
+    real("dp_reduce_gbs", &ClusterSpec::dp_reduce_gbs, 0, inf, false);
     d.push_back({"", "oversubscribe", Kind::Bool, 0, 0, false,
                  [](ClusterSpec& c, const toml::node& n) { c.oversubscribe = *n.value<bool>(); },
                  [](const ClusterSpec& c) { return std::string(c.oversubscribe ? "true" : "false"); }});

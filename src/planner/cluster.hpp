@@ -28,6 +28,11 @@ struct ClusterSpec {
   LinkSpec intra_node;  // NVLink/NVSwitch (CPU: MPI over shared memory)
   LinkSpec inter_node;  // InfiniBand/RoCE, per device
   bool oversubscribe = false;  // more ranks than devices per node allowed (they share the devices)
+  // The data-parallel gradient reduction as training runs it (non-blocking bucket all-reduces started
+  // from backward). 0: it runs at the DP link's bandwidth, hidden behind backward but for the last
+  // bucket (NCCL on its own stream). > 0: its measured bandwidth (GB/s) where it cannot overlap: MPICH
+  // without a progress thread advances a non-blocking all-reduce only inside MPI calls (the cpu preset).
+  double dp_reduce_gbs = 0;
 
   int devices(int nodes_used) const { return nodes_used * gpus_per_node; }
 };

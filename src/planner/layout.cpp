@@ -56,7 +56,8 @@ std::string layout_rule_violation(const Config& cfg, const Layout& l) {
   const auto& m = cfg.model;
   if (l.tp < 1 || l.pp < 1 || l.dp < 1 || l.micro_batch < 1 || l.virtual_stages < 1)
     return "tp, pp, dp, micro_batch and virtual_stages must be >= 1";
-  if (l.zero < 0 || l.zero > 2) return fmt::format("zero = {} (allowed: 0, 1, 2)", l.zero);
+  if (l.zero < 0 || l.zero > 3) return fmt::format("zero = {} (allowed: 0, 1, 2, 3)", l.zero);
+  if (l.zero == 3 && l.pp > 1) return fmt::format("zero = 3 needs pp = 1 (pp = {})", l.pp);
   if (m.heads % l.tp != 0) return fmt::format("heads = {} is not divisible by tp = {}", m.heads, l.tp);
   if (ffn_hidden_of(m) % l.tp != 0)
     return fmt::format("ffn_hidden = {} is not divisible by tp = {}", ffn_hidden_of(m), l.tp);

@@ -6,7 +6,7 @@
 #include <string>
 #include <tuple>
 
-#include "deck/config.hpp"
+#include "core/config.hpp"
 
 namespace trident::planner {
 

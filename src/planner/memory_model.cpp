@@ -55,7 +55,7 @@ ModelStateBytes model_state_bytes(double params, Precision precision, int zero, 
   ModelStateBytes s;
   const bool bf16 = precision == Precision::BF16;
   const double shard = zero >= 1 ? 1.0 / dp : 1.0;
-  s.parameters = params * (bf16 ? 2 : 4);
+  s.parameters = params * (bf16 ? 2 : 4) / (zero >= 3 ? dp : 1);
   s.gradients = params * (bf16 ? 2 : 4) / (zero >= 2 ? dp : 1);
   s.master_weights = bf16 ? params * 4 * shard : 0.0;
   s.optimizer_moments = params * 8 * shard;
@@ -63,6 +63,7 @@ ModelStateBytes model_state_bytes(double params, Precision precision, int zero, 
 }
 
 double attention_score_bytes(const ActivationShape& a) {
+  if (a.flash_attention) return 4.0 * a.heads * a.seq * a.micro_batch / a.tp;  // fp32 log-sum-exp per row
   // Softmax output (elem_bytes), dropout mask (1) and dropout output (elem_bytes) of a*s*s*b elements,
   // split over TP ranks by heads.
   const double e = a.elem_bytes, d = a.dropout ? 1.0 : 0.0;
@@ -165,6 +166,20 @@ double stage_params_per_rank(const ModelConfig& m, const Layout& l, int stage, i
   return p;
 }
 
+double zero2_gradient_staging_bytes(const ModelConfig& m, const Layout& l, int stage, double elem_bytes) {
+  const double wte = double(padded_vocab(m, l.tp)) * double(m.hidden) / l.tp;
+  const double layer = layer_params_per_rank(m, l.tp);
+  const bool holds_wte = stage == 0 || (stage == l.pp - 1 && (!m.tie_embeddings || l.pp > 1));
+  const bool shared_wte = m.tie_embeddings && l.pp > 1 && (stage == 0 || stage == l.pp - 1);
+  return elem_bytes * ((holds_wte ? std::max(wte, layer) : layer) + layer + (shared_wte ? wte : 0.0));
+}
+
+double zero3_parameter_gather_bytes(const ModelConfig& m, const Layout& l, double elem_bytes) {
+  const double wte = double(padded_vocab(m, l.tp)) * double(m.hidden) / l.tp;
+  const double layer = layer_params_per_rank(m, l.tp);
+  return elem_bytes * (std::max(wte, layer) + 2 * layer);
+}
+
 MemoryEstimate estimate_memory(const Config& cfg, const ClusterSpec& cluster, const Layout& l,
                                const Placement& placement) {
   const auto& m = cfg.model;
@@ -181,6 +196,7 @@ MemoryEstimate estimate_memory(const Config& cfg, const ClusterSpec& cluster, co
   shape.sequence_parallel = l.sequence_parallel;
   shape.elem_bytes = e;
   shape.dropout = kTridentDropout;
+  shape.flash_attention = kTridentFlashAttention;
   const double per_layer = layer_activation_bytes(shape, l.recompute);
   const double sbh = shape.seq * shape.micro_batch * shape.hidden;
   const double sp_div = l.sequence_parallel ? l.tp : 1.0;
@@ -211,8 +227,13 @@ MemoryEstimate estimate_memory(const Config& cfg, const ClusterSpec& cluster, co
           last_in_flight * (e * sbh / sp_div + e * sbh + 4.0 * shape.seq * shape.micro_batch * V / l.tp);
     }
     // Communication buffers: two DP buckets in flight (mesh.bucket_mb), PP receive buffers for an
-    // activation and a gradient, the all-gathered input of a sequence-parallel GEMM.
-    if (l.dp > 1) st.comm_buffers += std::min(2.0 * cfg.mesh.bucket_mb * kMiB, st.states.gradients);
+    // activation and a gradient, the all-gathered input of a sequence-parallel GEMM. ZeRO-2 has no
+    // buckets but staging buffers for backward's segments (data_parallel/sharded_gradients.hpp): the
+    // largest segment (the token embedding on a stage holding it, else a layer) and one layer being
+    // reduced, and a tied embedding shared by two stages keeps its whole gradient for the cross-stage sum.
+    if (l.dp > 1 && l.zero < 2) st.comm_buffers += std::min(2.0 * cfg.mesh.bucket_mb * kMiB, st.states.gradients);
+    if (l.dp > 1 && l.zero >= 2) st.comm_buffers += zero2_gradient_staging_bytes(m, l, s, e);
+    if (l.dp > 1 && l.zero >= 3) st.comm_buffers += zero3_parameter_gather_bytes(m, l, e);
     if (l.pp > 1) st.comm_buffers += 2.0 * e * sbh;
     if (l.sequence_parallel && l.tp > 1) st.comm_buffers += e * sbh;
     st.reserved = cluster.reserved_gib * kGiB;

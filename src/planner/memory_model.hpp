@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "deck/config.hpp"
+#include "core/config.hpp"
 #include "planner/cluster.hpp"
 #include "planner/layout.hpp"
 
@@ -38,7 +38,8 @@ bool group_within_node(const std::string& order, const std::string& dim, int tp,
 // Model states per device (the ZeRO paper's accounting, Rajbhandari et al. 2020, Sec. 3.1 and 5):
 // bf16: 2-byte weights and gradients, fp32 master weights (4) and Adam moments (4 + 4);
 // fp32: 4-byte weights and gradients, Adam moments (4 + 4), no master copy.
-// zero 1 divides master weights and moments by dp; zero 2 also divides the gradients.
+// zero 1 divides master weights and moments by dp; zero 2 also divides the gradients; zero 3 the
+// parameters too.
 struct ModelStateBytes {
   double parameters = 0;
   double gradients = 0;
@@ -65,9 +66,13 @@ struct ActivationShape {
   bool sequence_parallel = false;
   double elem_bytes = 2;
   bool dropout = true;
+  // Flash-style attention (trident's kernels): the softmax is never stored; backward recomputes it
+  // from the per-row log-sum-exp, a*s*b fp32 values (split by heads), which replace the as^2 terms.
+  bool flash_attention = false;
 };
 double layer_activation_bytes(const ActivationShape& a, Recompute recompute);
-// The part of the no-recompute figure that selective recompute drops (the attention-score tensors).
+// The part of the no-recompute figure that selective recompute drops (the attention-score tensors; the
+// log-sum-exp with flash_attention).
 double attention_score_bytes(const ActivationShape& a);
 
 // Micro-batches whose activations a stage holds at its peak (Narayanan et al. 2021; issue 5's
@@ -79,6 +84,8 @@ double microbatches_in_flight(Schedule schedule, int pp, int stage, int64_t m, i
 
 // Trident's model (GPT-2 blocks) has no dropout; the paper's formulas are the `dropout = true` case.
 constexpr bool kTridentDropout = false;
+// Trident's attention kernels are flash-style on every backend (kernels/kernels.hpp).
+constexpr bool kTridentFlashAttention = true;
 
 struct StageMemory {
   int stage = 0;
@@ -92,8 +99,15 @@ struct StageMemory {
   double recompute_working = 0;   // one layer's recomputed activations during its backward
   double comm_buffers = 0;        // DP buckets, PP send/receive buffers, SP all-gather buffer
   double reserved = 0;            // cluster.reserved_gib
+  // The categories `trident train` reports for each rank (train/metrics.hpp, MemoryAccount).
+  double parameters() const { return states.parameters; }
+  double gradients() const { return states.gradients; }
+  double optimizer_state() const { return states.optimizer(); }
+  double all_activations() const { return activations + edge_activations + recompute_working; }
+  double buffers() const { return comm_buffers; }
+  double runtime() const { return reserved; }
   double total() const {
-    return states.total() + activations + edge_activations + recompute_working + comm_buffers + reserved;
+    return parameters() + gradients() + optimizer_state() + all_activations() + buffers() + runtime();
   }
 };
 
@@ -116,6 +130,14 @@ std::vector<int64_t> stage_layers(const Config& cfg, const Layout& l);
 // row-parallel biases), the first stage's embeddings, the last stage's final LN and head copy.
 double layer_params_per_rank(const ModelConfig& m, int tp);
 double stage_params_per_rank(const ModelConfig& m, const Layout& l, int stage, int64_t layers);
+
+// ZeRO-2's gradient memory beside the partition (gradients / dp): staging for the largest backward
+// segment and one layer in flight, plus a tied embedding's whole gradient on the two stages sharing it.
+double zero2_gradient_staging_bytes(const ModelConfig& m, const Layout& l, int stage, double elem_bytes);
+
+// ZeRO-3's gathered parameter copies beside the partition (parameters / dp): the largest segment (the
+// token embedding, or a layer) held while the next layer's gather is in flight, and one more layer.
+double zero3_parameter_gather_bytes(const ModelConfig& m, const Layout& l, double elem_bytes);
 
 MemoryEstimate estimate_memory(const Config& cfg, const ClusterSpec& cluster, const Layout& l,
                                const Placement& placement);

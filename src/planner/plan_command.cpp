@@ -53,8 +53,8 @@ std::string cluster_line(const ClusterSpec& c, int nodes, const std::string& why
       c.intra_node.bandwidth_gbs, c.intra_node.latency_us, c.inter_node.bandwidth_gbs, c.inter_node.latency_us);
 }
 
-double other_memory(const StageMemory& s) { return s.comm_buffers + s.reserved; }
-double activation_memory(const StageMemory& s) { return s.activations + s.edge_activations + s.recompute_working; }
+double other_memory(const StageMemory& s) { return s.buffers() + s.runtime(); }
+double activation_memory(const StageMemory& s) { return s.all_activations(); }
 double compute_time(const TimeBreakdown& t) {
   return t.compute_forward + t.compute_backward + t.compute_recompute + t.elementwise;
 }
@@ -79,6 +79,7 @@ std::string activation_formula(const Config& cfg, const Layout& l) {
   std::string lin = l.sequence_parallel ? fmt::format("sbh*{:g}/t", rep + split)
                                         : fmt::format("sbh*({:g} + {:g}/t)", rep, split);
   if (l.recompute == Recompute::Selective) return lin + " (attention scores recomputed)";
+  if (kTridentFlashAttention) return lin + " + 4*a*s*b/t (flash-style attention: the log-sum-exp, no scores)";
   return lin + fmt::format(" + {:g}*a*s^2*b/t", q);
 }
 
@@ -162,10 +163,10 @@ std::string explain_estimate(const Config& cfg, const ClusterSpec& cluster, cons
                     pk.per_layer_activation / 1e6);
   os << fmt::format("  peak on stage {} of {} ({} layers, {:.3g} micro-batches in flight for {}):\n", pk.stage, l.pp,
                     pk.layers, pk.in_flight, sched_name(l));
-  os << fmt::format("    parameters          {:>10}  ({:.4g}M params x {} bytes)\n", gb(pk.states.parameters),
-                    pk.params / 1e6, bf16 ? 2 : 4);
+  os << fmt::format("    parameters          {:>10}  ({:.4g}M params x {} bytes{})\n", gb(pk.states.parameters),
+                    pk.params / 1e6, bf16 ? 2 : 4, l.zero >= 3 ? fmt::format(", / dp = {} (zero 3)", l.dp) : "");
   os << fmt::format("    gradients           {:>10}  ({} bytes/param{})\n", gb(pk.states.gradients), bf16 ? 2 : 4,
-                    l.zero >= 2 ? fmt::format(", / dp = {} (zero 2)", l.dp) : "");
+                    l.zero >= 2 ? fmt::format(", / dp = {} (zero {})", l.dp, l.zero) : "");
   os << fmt::format("    master weights      {:>10}  ({}{})\n", gb(pk.states.master_weights),
                     bf16 ? "fp32 copy, 4 bytes/param" : "none in fp32 training",
                     bf16 && l.zero >= 1 ? fmt::format(", / dp = {} (zero {})", l.dp, l.zero) : "");
@@ -177,8 +178,12 @@ std::string explain_estimate(const Config& cfg, const ClusterSpec& cluster, cons
                     gb(pk.edge_activations));
   os << fmt::format("    recompute working   {:>10}  (one layer's recomputed activations during its backward)\n",
                     gb(pk.recompute_working));
-  os << fmt::format("    comm buffers        {:>10}  (DP buckets, PP receive buffers, SP all-gather)\n", gb(pk.comm_buffers));
-  os << fmt::format("    runtime reserve     {:>10}  (cluster reserved_gib)\n", gb(pk.reserved));
+  os << fmt::format("    buffers             {:>10}  ({}, PP receive buffers, SP all-gather)\n", gb(pk.comm_buffers),
+                    l.zero >= 3   ? "zero-3 gradient staging and gathered layers"
+                    : l.zero == 2 ? "zero-2 gradient staging"
+                                  : "DP buckets");
+  os << fmt::format("    runtime             {:>10}  (cluster reserved_gib: code, libraries, MPI, device context)\n",
+                    gb(pk.reserved));
   os << fmt::format("    total               {:>10}  of {} per device: {}\n", gb(pk.total()), gb(mem.capacity),
                     e.fits ? "fits" : "DOES NOT FIT");
   os << "  per stage (GB):";
@@ -263,7 +268,7 @@ std::string plan_report(const Config& cfg, const PlanOptions& o) {
   else
     os << fmt::format(" None fits; the {} closest:\n", shown.size());
   os << "(memory: the peak stage, per device, GB = 1e9 bytes; optim = master weights + Adam moments; activ = activations\n"
-        " + LM-head extras + recompute working set; other = comm buffers + runtime reserve. Time per step, s: step = compute\n"
+        " + LM-head extras + recompute working set; other = buffers + runtime. Time per step, s: step = compute\n"
         " (forward + backward + recompute + elementwise) + tp + bubble + p2p + dp+opt (exposed DP reduction, ZeRO\n"
         " all-gather, optimizer). MFU counts model FLOPs only, not recompute.)\n\n";
   os << format_table(shown);
@@ -313,16 +318,20 @@ std::string check_memory_report(const Config& cfg, const std::string& cluster_na
   os << fmt::format("  layout: {}\n", describe(l));
   os << fmt::format("  peak on pipeline stage {} of {} ({} layers, {:.3g} micro-batches in flight):\n", pk.stage, l.pp,
                     pk.layers, pk.in_flight);
-  auto line = [&](const char* what, double bytes) { os << fmt::format("    {:<20}{:>12}\n", what, gb(bytes)); };
-  line("parameters", pk.states.parameters);
-  line("gradients", pk.states.gradients);
-  line("master weights", pk.states.master_weights);
-  line("optimizer moments", pk.states.optimizer_moments);
-  line("activations", pk.activations);
-  line("embedding/LM head", pk.edge_activations);
-  line("recompute working", pk.recompute_working);
-  line("comm buffers", pk.comm_buffers);
-  line("runtime reserve", pk.reserved);
+  // The categories of `trident train`'s memory report, each with what it is made of.
+  auto line = [&](const char* what, double bytes, const std::string& parts) {
+    os << fmt::format("    {:<20}{:>12}{}\n", what, gb(bytes), parts);
+  };
+  line("parameters", pk.parameters(), "");
+  line("gradients", pk.gradients(), "");
+  line("optimizer state", pk.optimizer_state(),
+       fmt::format("  (master weights {}, optimizer moments {})", gb(pk.states.master_weights),
+                   gb(pk.states.optimizer_moments)));
+  line("activations", pk.all_activations(),
+       fmt::format("  (layers {}, embedding/LM head {}, recompute working {})", gb(pk.activations),
+                   gb(pk.edge_activations), gb(pk.recompute_working)));
+  line("buffers", pk.buffers(), "  (DP buckets, PP receive buffers, SP all-gather)");
+  line("runtime", pk.runtime(), "  (cluster reserved_gib: code, libraries, MPI, device context)");
   os << fmt::format("    {:<20}{:>12} of {} per device ({:.0f}%)\n", "total", gb(pk.total()), gb(mem.capacity),
                     100 * pk.total() / mem.capacity);
   if (!mem.fits)
@@ -363,7 +372,7 @@ void add_plan_command(CLI::App& app, DeckLoader load_deck) {
   auto* o_dp = cmd->add_option("--dp", a->dp, "Pin the data-parallel degree")->check(CLI::Range(1, 1 << 20));
   auto* o_mb = cmd->add_option("--micro-batch", a->micro_batch, "Pin the micro-batch (sequences per DP rank)")
                    ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
-  auto* o_zero = cmd->add_option("--zero", a->zero, "Pin the ZeRO stage")->check(CLI::Range(0, 2));
+  auto* o_zero = cmd->add_option("--zero", a->zero, "Pin the ZeRO stage")->check(CLI::Range(0, 3));
   auto* o_rc = cmd->add_option("--recompute", a->recompute, "Pin activation recomputation")
                    ->check(CLI::IsMember({"none", "selective", "full"}));
   auto* o_sched = cmd->add_option("--schedule", a->schedule, "Pin the pipeline schedule")

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "deck/config.hpp"
+#include "core/config.hpp"
 #include "planner/cluster.hpp"
 #include "planner/search.hpp"
 

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "deck/config.hpp"
+#include "core/config.hpp"
 #include "planner/cluster.hpp"
 #include "planner/layout.hpp"
 #include "planner/memory_model.hpp"

@@ -122,6 +122,14 @@ TimeBreakdown estimate_time(const Config& cfg, const ClusterSpec& cluster, const
       const double rs = reduce_scatter_seconds(g, l.dp, dp_link) * slow;
       const double lb = reduce_scatter_seconds(std::min(g, cfg.mesh.bucket_mb * kMiB), l.dp, dp_link) * slow;
       st.dp_comm = std::max(lb, rs - (st.backward + st.recompute));
+      if (l.zero >= 3) {
+        // ZeRO-3 gathers the parameters before forward and again before backward, each layer's
+        // prefetched while the previous one computes: only what outlasts the compute shows.
+        const double p = sm.params * (bf16 ? 2.0 : 4.0);
+        const double ag = 2.0 * allgather_seconds(p, l.dp, dp_link) * slow;
+        const double first = allgather_seconds(p / std::max<double>(1.0, double(m.layers)), l.dp, dp_link) * slow;
+        st.dp_comm += std::max(first, ag - (st.forward + st.backward + st.recompute));
+      }
     }
     tb.stages.push_back(st);
   }
@@ -155,13 +163,19 @@ TimeBreakdown estimate_time(const Config& cfg, const ClusterSpec& cluster, const
       if (l.zero >= 2) {
         reduce = mb * reduce_scatter_seconds(g, l.dp, dp_link) * slow;  // per micro-batch, in the clock
       } else {
-        reduce = allreduce_seconds(g, l.dp, dp_link) * slow;
-        last_bucket = allreduce_seconds(bucket, l.dp, dp_link) * slow;
-        // Buckets reduce while the last micro-batch's backward runs (issue 6); the last bucket cannot.
-        const double window = st.backward + st.recompute;
-        exposed = std::max(last_bucket, reduce - window);
+        if (cluster.dp_reduce_gbs > 0) {  // measured as it runs, without overlap (cluster.hpp)
+          reduce = allreduce_seconds(g, l.dp, LinkSpec{cluster.dp_reduce_gbs, dp_link.latency_us}) * slow;
+          exposed = reduce;
+        } else {
+          reduce = allreduce_seconds(g, l.dp, dp_link) * slow;
+          last_bucket = allreduce_seconds(bucket, l.dp, dp_link) * slow;
+          // Buckets reduce while the last micro-batch's backward runs (issue 6); the last bucket cannot.
+          const double window = st.backward + st.recompute;
+          exposed = std::max(last_bucket, reduce - window);
+        }
       }
-      if (l.zero >= 1) ag = allgather_seconds(sm.params * param_bytes, l.dp, dp_link) * slow;
+      // ZeRO 1/2 broadcast the updated ranges; ZeRO-3 gathers in the next step's clock instead.
+      if (l.zero == 1 || l.zero == 2) ag = allgather_seconds(sm.params * param_bytes, l.dp, dp_link) * slow;
     }
     if (m.tie_embeddings && l.pp > 1 && (i == 0 || i == l.pp - 1))
       emb = allreduce_seconds(Vp * C / t * grad_bytes, 2, pp_link) * slow;

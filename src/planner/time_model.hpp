@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "deck/config.hpp"
+#include "core/config.hpp"
 #include "planner/cluster.hpp"
 #include "planner/layout.hpp"
 #include "planner/memory_model.hpp"

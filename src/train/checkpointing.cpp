@@ -16,8 +16,6 @@ namespace fs = std::filesystem;
 namespace trident {
 namespace {
 
-void on_checkpoint_signal(int) { request_checkpoint(); }
-
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -49,34 +47,33 @@ void prepare_directory(const Config& cfg, MPI_Comm comm) {
 
 TrainingCheckpoints::TrainingCheckpoints(const Config& cfg, Kernels& kernels, ParallelMesh* mesh,
                                          const std::vector<std::unique_ptr<GptModel>>& chunks,
-                                         const std::vector<std::unique_ptr<AdamW>>& optimizers)
+                                         const std::vector<std::unique_ptr<AdamW>>& optimizers,
+                                         GradientReducer* reducer)
     : cfg_(cfg),
       k_(kernels),
       mesh_(mesh),
       chunks_(chunks),
       optimizers_(optimizers),
+      reducer_(reducer),
+      zero3_(reducer && reducer->zero() == 3),
       comm_(mesh ? mesh->world().mpi_comm() : MPI_COMM_WORLD),
       schedule_(cfg.checkpoint, cfg.train.steps, comm_) {
   TRIDENT_CHECK(chunks_.size() == optimizers_.size(), "TrainingCheckpoints: {} chunks but {} optimizers",
                 chunks_.size(), optimizers_.size());
-  if (schedule_.enabled()) {
-    struct sigaction sa {};
-    sa.sa_handler = on_checkpoint_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    handler_installed_ = sigaction(SIGUSR1, &sa, &previous_usr1_) == 0;
-  }
 }
 
-TrainingCheckpoints::~TrainingCheckpoints() {
-  if (handler_installed_) sigaction(SIGUSR1, &previous_usr1_, nullptr);
-}
+TrainingCheckpoints::~TrainingCheckpoints() = default;
 
 // Ownership (see RankShard): DP replicas hold the same parameters, written by dp rank 0; without
 // ZeRO the same optimizer state too, while with ZeRO each DP rank owns its partition. The LM head's
 // copy of a tied embedding (a last chunk without the embedding) is written by the first stage.
+// On a host backend the shards are the model's and optimizer's own buffers (no second copy of the
+// rank's state during a load or a write); otherwise, and with ZeRO-3 (whose chunk is gathered for a
+// write), host staging buffers of the same sizes.
 TrainingCheckpoints::Staging TrainingCheckpoints::make_staging() const {
   Staging st;
+  st.in_place = k_.host_memory() && !zero3_;
+  if (st.in_place) k_.fence();
   const int dp_rank = mesh_ ? mesh_->coord().dp : 0;
   for (size_t c = 0; c < chunks_.size(); ++c) {
     const ParameterLayout& layout = chunks_[c]->layout();
@@ -85,9 +82,10 @@ TrainingCheckpoints::Staging TrainingCheckpoints::make_staging() const {
     RankShard s;
     s.layout = &layout;
     // Uninitialised: the pages cost nothing until a load or a copy fills them.
-    s.params = st.buffers.emplace_back(new float[size_t(layout.total())]).get();
-    s.exp_avg = st.buffers.emplace_back(new float[size_t(moments)]).get();
-    s.exp_avg_sq = st.buffers.emplace_back(new float[size_t(moments)]).get();
+    const auto staging = [&](int64_t n) { return st.buffers.emplace_back(new float[size_t(n)]).get(); };
+    s.params = st.in_place ? chunks_[c]->params() : staging(layout.total());
+    s.exp_avg = st.in_place ? optimizers_[c]->exp_avg() : staging(moments);
+    s.exp_avg_sq = st.in_place ? optimizers_[c]->exp_avg_sq() : staging(moments);
     s.optim_begin = optimizer.begin();
     s.optim_end = optimizer.end();
     s.params_owner = dp_rank == 0;
@@ -111,10 +109,13 @@ int64_t TrainingCheckpoints::resume() {
   Staging st = make_staging();
   const auto point = resume_checkpoint(cfg_, st.shards, comm_);
   if (!point) return 0;  // resume_checkpoint said "no checkpoint in DIR: starting fresh"
-  for (size_t i = 0; i < chunks_.size(); ++i) {
+  for (size_t i = 0; i < chunks_.size() && !st.in_place; ++i) {
     const RankShard& s = st.shards[i];
     const int64_t moments = s.optim_stop() - s.optim_begin;
-    k_.copy_to_device(chunks_[i]->params(), s.params, s.layout->total());
+    if (zero3_)  // this rank's range of the chunk
+      k_.copy_to_device(reducer_->range_parameters(int(i)), s.params + s.optim_begin, moments);
+    else
+      k_.copy_to_device(chunks_[i]->params(), s.params, s.layout->total());
     k_.copy_to_device(optimizers_[i]->exp_avg(), s.exp_avg, moments);
     k_.copy_to_device(optimizers_[i]->exp_avg_sq(), s.exp_avg_sq, moments);
   }
@@ -151,10 +152,14 @@ void TrainingCheckpoints::after_step(int64_t step, double loss) {
   Staging st = make_staging();
   // write_checkpoint reads only what a shard owns: replicas skip the copy (and never touch the
   // staging pages), so the cost per rank falls with dp.
-  for (size_t i = 0; i < chunks_.size(); ++i) {
+  for (size_t i = 0; i < chunks_.size() && !st.in_place; ++i) {
     const RankShard& s = st.shards[i];
     const int64_t moments = s.optim_stop() - s.optim_begin;
-    if (s.params_owner) k_.copy_to_host(s.params, chunks_[i]->params(), s.layout->total());
+    // ZeRO-3: the chunk gathered over DP (collective; every DP rank takes part, dp rank 0 writes).
+    if (zero3_)
+      reducer_->whole_parameters(int(i), s.params);
+    else if (s.params_owner)
+      k_.copy_to_host(s.params, chunks_[i]->params(), s.layout->total());
     if (s.optim_owner) {
       k_.copy_to_host(s.exp_avg, optimizers_[i]->exp_avg(), moments);
       k_.copy_to_host(s.exp_avg_sq, optimizers_[i]->exp_avg_sq(), moments);

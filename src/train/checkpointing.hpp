@@ -3,7 +3,6 @@
 // (write when the schedule says so). The file format, atomicity and resharding are src/checkpoint's
 // (docs/checkpoints.md); this class maps the trainer's chunks and optimizers onto RankShards, stages
 // them through host memory and logs what it did.
-#include <signal.h>
 #include <memory>
 #include <vector>
 
@@ -11,7 +10,8 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "comm/mesh.hpp"
-#include "deck/config.hpp"
+#include "core/config.hpp"
+#include "data_parallel/grad_reducer.hpp"
 #include "kernels.hpp"
 #include "model/gpt.hpp"
 #include "optim/adamw.hpp"
@@ -22,11 +22,13 @@ class TrainingCheckpoints {
  public:
   // chunks[c] and optimizers[c]: this rank's pipeline chunks and their AdamWs (the trainer's; they
   // must outlive this object). mesh null: a serial run. Collective over the mesh's world (or
-  // MPI_COMM_WORLD without a mesh). With checkpoint.dir set, SIGUSR1 asks for a checkpoint at the
-  // end of the current step (Slurm: sbatch --signal=USR1@<seconds>).
+  // MPI_COMM_WORLD without a mesh). Signals become checkpoint requests in the trainer
+  // (train/stop_signals.hpp calls request_checkpoint() on every rank at the agreed step).
+  // `reducer` (null without DP) holds the parameters under ZeRO-3: a checkpoint gathers each chunk's
+  // over DP, a resume keeps this rank's range.
   TrainingCheckpoints(const Config& cfg, Kernels& kernels, ParallelMesh* mesh,
                       const std::vector<std::unique_ptr<GptModel>>& chunks,
-                      const std::vector<std::unique_ptr<AdamW>>& optimizers);
+                      const std::vector<std::unique_ptr<AdamW>>& optimizers, GradientReducer* reducer = nullptr);
   ~TrainingCheckpoints();
   TrainingCheckpoints(const TrainingCheckpoints&) = delete;
   TrainingCheckpoints& operator=(const TrainingCheckpoints&) = delete;
@@ -44,6 +46,7 @@ class TrainingCheckpoints {
   struct Staging {
     std::vector<std::unique_ptr<float[]>> buffers;
     std::vector<RankShard> shards;
+    bool in_place = false;  // the shards point at the backend's own (host) buffers
   };
   Staging make_staging() const;
 
@@ -52,10 +55,10 @@ class TrainingCheckpoints {
   ParallelMesh* mesh_;
   const std::vector<std::unique_ptr<GptModel>>& chunks_;
   const std::vector<std::unique_ptr<AdamW>>& optimizers_;
+  GradientReducer* reducer_;
+  bool zero3_ = false;
   MPI_Comm comm_;
   CheckpointSchedule schedule_;
-  bool handler_installed_ = false;
-  struct sigaction previous_usr1_ {};
 };
 
 }  // namespace trident

@@ -20,7 +20,12 @@ double GradientFinisher::finish(double grad_clip) {
     phases_.push_back("dp_buckets");
   }
   if (mesh_ && mesh_->tp().size() > 1 && chunks_.front()->sequence_parallel()) {
-    for (auto& chunk : chunks_) chunk->finish_gradients();
+    for (size_t c = 0; c < chunks_.size(); ++c) {
+      if (sharded_gradients())
+        chunks_[c]->finish_gradients(range_gradients(c), optimizers_[c]->begin(), optimizers_[c]->end());
+      else
+        chunks_[c]->finish_gradients();
+    }
     phases_.push_back("sp_layernorm");
   }
   const bool split_tied = shapes_.tied && mesh_ && mesh_->pp().size() > 1;
@@ -36,7 +41,7 @@ double GradientFinisher::finish(double grad_clip) {
   phases_.push_back("norm");
   for (size_t c = 0; c < chunks_.size(); ++c) {
     const AdamW& opt = *optimizers_[c];
-    clip_gradients(k_, chunks_[c]->grads() + opt.begin(), opt.end() - opt.begin(), norm, grad_clip);
+    clip_gradients(k_, range_gradients(c), opt.end() - opt.begin(), norm, grad_clip);
   }
   phases_.push_back("clip");
   return norm;
@@ -45,10 +50,17 @@ double GradientFinisher::finish(double grad_clip) {
 void GradientFinisher::reduce_tied_embedding() {
   Group* group = mesh_->embedding();
   if (!group) return;  // a middle stage holds neither copy
-  for (auto& chunk : chunks_) {
-    const auto& layout = chunk->layout();
-    if (layout.wte() >= 0) group->all_reduce(chunk->grads() + layout.wte(), layout.find("transformer.wte.weight").numel);
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    const auto& layout = chunks_[c]->layout();
+    if (layout.wte() < 0) continue;
+    // zero 2: the deferred buffer, which starts at the token embedding (the layout's first tensor).
+    float* g = sharded_gradients() ? reducer_->deferred_gradients(int(c)) : chunks_[c]->grads() + layout.wte();
+    group->all_reduce(g, layout.find("transformer.wte.weight").numel);
   }
+}
+
+float* GradientFinisher::range_gradients(size_t c) {
+  return reducer_ ? reducer_->range_gradients(int(c)) : chunks_[c]->grads() + optimizers_[c]->begin();
 }
 
 // The squared sums are accumulated in backend memory and copied to the host once.
@@ -59,7 +71,8 @@ double GradientFinisher::global_norm() {
     // The last stage's copy of a tied embedding is counted by the first stage.
     const bool skip = duplicate_wte && chunks_[c]->layout().has_head() && !chunks_[c]->layout().has_embedding();
     // Under ZeRO each DP rank counts its own range (with zero 2 it holds no other reduced gradient).
-    chunks_[c]->add_gradient_square_sums(norm_sums_, skip, optimizers_[c]->begin(), optimizers_[c]->end());
+    chunks_[c]->add_gradient_square_sums(norm_sums_, skip, range_gradients(c), optimizers_[c]->begin(),
+                                         optimizers_[c]->end());
   }
   double sums[2];  // sharded over TP, replicated over TP
   k_.copy_to_host_double(sums, norm_sums_, 2);

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "comm/mesh.hpp"
-#include "distributed/grad_reducer.hpp"
+#include "data_parallel/grad_reducer.hpp"
 #include "kernels.hpp"
 #include "model/gpt.hpp"
 #include "optim/adamw.hpp"
@@ -38,6 +38,9 @@ class GradientFinisher {
 
  private:
   void reduce_tied_embedding();
+  bool sharded_gradients() const { return reducer_ && reducer_->zero() >= 2; }  // zero 2, 3
+  // Chunk c's gradients of its optimizer's range (element k is flat element begin + k).
+  float* range_gradients(size_t c);
   double global_norm();
 
   GptShapes shapes_;

@@ -29,10 +29,24 @@ void check_output_path(const std::string& what, const std::string& path) {
                             std::strerror(errno)));
 }
 
-MetricsWriter::MetricsWriter(const std::string& path, bool append) : path_(path) {
+MetricsWriter::MetricsWriter(const std::string& path, bool append, RunIdentity run) : path_(path), run_(std::move(run)) {
   check_output_path("[runtime] metrics", path);
   out_.open(path, append ? std::ios::app : std::ios::trunc);
   TRIDENT_CHECK(out_.good(), "runtime.metrics: cannot open {} for writing ({})", path, std::strerror(errno));
+}
+
+void MetricsWriter::write_record(nlohmann::json& j) {
+  j["time"] = wall_clock_s();
+  j["run"] = run_.run_id;
+  j["restart"] = run_.restart;
+  out_ << j.dump() << '\n';
+  out_.flush();
+  TRIDENT_CHECK(out_.good(), "runtime.metrics: write to {} failed", path_);
+}
+
+void MetricsWriter::write_resume(int64_t resumed_step) {
+  nlohmann::json j = {{"event", "resume"}, {"step", resumed_step}};
+  write_record(j);
 }
 
 void MetricsWriter::write(const StepMetrics& m) {
@@ -43,12 +57,10 @@ void MetricsWriter::write(const StepMetrics& m) {
   if (m.val_loss) j["val_loss"] = *m.val_loss;
   j["dp_wait_ms"] = m.dp_wait_ms;
   const MemoryAccount& a = m.memory;
-  j["memory_bytes"] = {{"parameters", a.parameters},     {"gradients", a.gradients},
-                       {"optimizer", a.optimizer},       {"activations", a.activations},
-                       {"comm_buffers", a.comm_buffers}, {"total", a.total()}};
-  out_ << j.dump() << '\n';
-  out_.flush();
-  TRIDENT_CHECK(out_.good(), "runtime.metrics: write to {} failed", path_);
+  j["memory_bytes"] = {{"parameters", a.parameters}, {"gradients", a.gradients}, {"optimizer", a.optimizer},
+                       {"activations", a.activations}, {"buffers", a.buffers},     {"runtime", a.runtime()},
+                       {"peak_rss", a.peak_rss},       {"total", a.total()}};
+  write_record(j);
 }
 
 std::string format_log_line(const StepMetrics& m, int64_t total_steps) {
@@ -63,10 +75,14 @@ std::string format_log_line(const StepMetrics& m, int64_t total_steps) {
 
 std::string describe(const MemoryAccount& m) {
   const auto mib = [](int64_t b) { return double(b) / 1048576.0; };
-  return fmt::format("parameters {:.1f} MiB | gradients {:.1f} MiB | optimizer state {:.1f} MiB | activations "
-                     "{:.1f} MiB | comm buffers {:.1f} MiB | total {:.1f} MiB",
-                     mib(m.parameters), mib(m.gradients), mib(m.optimizer), mib(m.activations), mib(m.comm_buffers),
-                     mib(m.total()));
+  std::string s = fmt::format("parameters {:.1f} MiB | gradients {:.1f} MiB | optimizer state {:.1f} MiB | activations "
+                              "{:.1f} MiB | buffers {:.1f} MiB",
+                              mib(m.parameters), mib(m.gradients), mib(m.optimizer), mib(m.activations), mib(m.buffers));
+  if (m.peak_rss > 0)
+    s += fmt::format(" | runtime {:.1f} MiB | peak RSS {:.1f} MiB", mib(m.runtime()), mib(m.peak_rss));
+  else
+    s += fmt::format(" | total {:.1f} MiB", mib(m.allocated()));
+  return s;
 }
 
 int64_t peak_rss_bytes() {

@@ -5,18 +5,27 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/slurm_env.hpp"
+
 namespace trident {
 
-// Memory of one rank by what holds it, in bytes.
+// Memory of one rank by what holds it, in bytes: the categories of `trident plan` (src/planner/
+// memory_model.hpp). The first five are what the compute backend allocated; `runtime` is the rest of
+// the measured peak resident set (code, libraries, MPI, the allocator's slack, mapped data pages).
 struct MemoryAccount {
   int64_t parameters = 0;
   int64_t gradients = 0;
   int64_t optimizer = 0;     // AdamW moments of this rank's ZeRO range
   int64_t activations = 0;   // saved for backward at the peak of micro-batches in flight, plus scratch
-  int64_t comm_buffers = 0;  // pipeline boundary buffers (DP reductions work in place)
-  int64_t total() const { return parameters + gradients + optimizer + activations + comm_buffers; }
+  int64_t buffers = 0;       // every other backend allocation: pipeline boundary buffers, tokens, reductions
+  int64_t peak_rss = 0;      // measured peak resident set of the process (VmHWM); 0 when unknown
+  int64_t allocated() const { return parameters + gradients + optimizer + activations + buffers; }
+  int64_t runtime() const { return peak_rss > allocated() ? peak_rss - allocated() : 0; }
+  int64_t total() const { return allocated() + runtime(); }
 };
-std::string describe(const MemoryAccount& m);  // "parameters 94.6 MiB | gradients ... | total ..."
+std::string describe(const MemoryAccount& m);  // "parameters 94.6 MiB | gradients ... | peak RSS ..."
 
 struct StepMetrics {
   int64_t step = 0;
@@ -35,15 +44,21 @@ struct StepMetrics {
   std::optional<double> val_loss;
 };
 
-// Appends one JSON object per step to a file (created fresh unless `append`).
+// Appends one JSON object per step to a file (created fresh unless `append`). Every record carries
+// "time" (Unix seconds), "run" (the run id) and "restart" (the restart count), so that the lines of
+// a run that was stopped and resumed can be told apart; a resumed run first writes a record
+// {"event": "resume", "step": S, ...} (S: the step the checkpoint completed).
 class MetricsWriter {
  public:
-  MetricsWriter(const std::string& path, bool append);
+  MetricsWriter(const std::string& path, bool append, RunIdentity run);
   void write(const StepMetrics& m);
+  void write_resume(int64_t resumed_step);
 
  private:
+  void write_record(nlohmann::json& j);
   std::string path_;
   std::ofstream out_;
+  RunIdentity run_;
 };
 
 // Checks at start-up that an output file can be written later: its parent directory exists or can be

@@ -3,7 +3,7 @@
 // so that "deck OK" means the run will start: what this build cannot run yet (NotImplemented: the cuda
 // backend in a CPU build, GPU communication, bf16) and training or validation data that is missing or
 // too short (Error naming the file). The deck itself, and the world size, are checked by load_deck.
-#include "deck/config.hpp"
+#include "core/config.hpp"
 
 namespace trident {
 

@@ -3,7 +3,7 @@
 #include <cstdint>
 
 #include "checkpoint/checkpoint.hpp"
-#include "deck/config.hpp"
+#include "core/config.hpp"
 
 namespace trident {
 

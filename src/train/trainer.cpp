@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstring>
 #include <new>
+#include <optional>
+#include <thread>
 #include <cmath>
 #include <vector>
 
@@ -13,14 +15,17 @@
 
 #include "core/error.hpp"
 #include "comm/watchdog.hpp"
+#include "core/fault_injection.hpp"
 #include "core/log.hpp"
-#include "distributed/zero_partition.hpp"
+#include "data_parallel/zero_partition.hpp"
 #include "model/flops.hpp"
 #include "optim/lr_schedule.hpp"
 #include "pipeline/partition.hpp"
+#include "safetensors/safetensors.hpp"
 #include "train/checkpointing.hpp"
+#include "train/memory_report.hpp"
 #include "train/preflight.hpp"
-#include "train/usr1_signal.hpp"
+#include "train/stop_signals.hpp"
 
 namespace trident {
 namespace {
@@ -45,20 +50,6 @@ template <class F> void allocating(const std::string& what, F&& f) {
   }
 }
 
-// SIGUSR1 that reached the process-wide counter (train/usr1_signal.hpp) rather than
-// TrainingCheckpoints' handler: sent during start-up, or while checkpoints are off.
-void forward_usr1(const Config& cfg, long& seen, int64_t step) {
-  const long count = usr1_count();
-  if (count == seen) return;
-  seen = count;
-  if (cfg.checkpoint.dir.empty()) {
-    log::warn("SIGUSR1 received before step {}: no checkpoint is written because [checkpoint] dir is empty", step);
-    return;
-  }
-  request_checkpoint();
-  log::warn("SIGUSR1 received during start-up: a checkpoint follows step {}", step);
-}
-
 // Chrome trace category of an executor event: "forward", "backward", "send" or "recv".
 std::string event_category(const std::string& name) {
   if (name.rfind("send ", 0) == 0) return "send";
@@ -78,10 +69,13 @@ Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh) : cfg_
   const int pp = cfg_.mesh.pp, v = cfg_.mesh.virtual_stages;
   const int stage = mesh_ ? mesh_->coord().pp : 0;
   const std::vector<int64_t> sizes = partition_layers(cfg_);
+  // ZeRO-2 and 3 hold partitions instead (make_gradient_reducer): no whole-chunk buffer for them.
+  const bool sharded = cfg_.mesh.dp > 1;
+  const WholeBuffers whole{!(sharded && cfg_.mesh.zero >= 3), !(sharded && cfg_.mesh.zero >= 2)};
   allocating("the parameters and gradients of this rank's model chunks", [&] {
     for (int c = 0; c < v; ++c) {
       chunks_.push_back(std::make_unique<GptModel>(shapes_, k_, cfg_.train.recompute, cfg_.train.micro_batch, tp,
-                                                   chunk_spec(sizes, int64_t(c) * pp + stage)));
+                                                   chunk_spec(sizes, int64_t(c) * pp + stage), whole));
     }
   });
   make_gradient_reducer();
@@ -93,23 +87,7 @@ Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh) : cfg_
     }
   });
 
-  // The whole model is built on every rank, then each keeps its chunks' shards: the same global
-  // weights whatever the layout. (Generating only the local slices is possible, since the
-  // initialisation is counter-based, when models outgrow host memory.)
-  const ParameterLayout whole(shapes_);
-  std::vector<float> weights;
-  allocating(fmt::format("the start-up copy of the whole model ({} fp32 values)", whole.total()),
-             [&] { weights.resize(size_t(whole.total())); });
-  if (cfg_.model.init_from.empty()) {
-    init_parameters(whole, cfg_.model.init_std, cfg_.model.seed, weights.data());
-  } else {
-    load_hf_safetensors(whole, cfg_.model.init_from, weights.data());
-  }
-  for (auto& chunk : chunks_) {
-    std::vector<float> host(chunk->layout().total());
-    shard_parameters(whole, weights.data(), chunk->layout(), host.data());
-    k_.copy_to_device(chunk->params(), host.data(), int64_t(host.size()));
-  }
+  initialise_parameters();
   std::vector<GptModel*> raw;
   for (auto& chunk : chunks_) raw.push_back(chunk.get());
   executor_ = std::make_unique<PipelineExecutor>(raw, mesh_ && pp > 1 ? &mesh_->pp() : nullptr, cfg_.mesh.schedule, k_);
@@ -120,7 +98,10 @@ Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh) : cfg_
   peak_tflops_ = cfg_.runtime.peak_tflops > 0 ? cfg_.runtime.peak_tflops : k_.peak_tflops();
   finisher_ = std::make_unique<GradientFinisher>(shapes_, k_, mesh_, chunks_, optimizers_, reducer_.get());
 
-  checkpoints_ = std::make_unique<TrainingCheckpoints>(cfg_, k_, mesh_, chunks_, optimizers_);
+  checkpoints_ = std::make_unique<TrainingCheckpoints>(cfg_, k_, mesh_, chunks_, optimizers_, reducer_.get());
+  if (const auto ms = fault::armed_number(fault::kSlowStep)) slow_step_ = std::chrono::milliseconds(*ms);
+  install_stop_signal_counters();  // cli_main did already; a Trainer built in a test needs them too
+  stop_ = std::make_unique<StopSignals>(cfg_, mesh_ ? &mesh_->world() : nullptr);
   {
     const watchdog::Watch watch("checkpoint resume", watchdog::checkpoint_limit_s());
     first_step_ = checkpoints_->resume() + 1;
@@ -128,6 +109,40 @@ Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh) : cfg_
 }
 
 Trainer::~Trainer() = default;
+
+// Each rank generates (or reads from model.init_from) only the TP slices of its own chunks, one
+// tensor at a time: the same global weights whatever the layout, and no rank ever holds more of the
+// model than its shard plus one tensor's staging buffer. ZeRO-3 keeps (and generates) only the
+// elements of its DP range.
+void Trainer::initialise_parameters() {
+  std::optional<SafetensorsReader> file;
+  if (!cfg_.model.init_from.empty()) file.emplace(cfg_.model.init_from);
+  std::vector<float> staging;
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    GptModel& chunk = *chunks_[c];
+    const bool whole_chunk = chunk.params() != nullptr;
+    const int64_t begin = whole_chunk ? 0 : optimizers_[c]->begin();
+    const int64_t end = whole_chunk ? chunk.layout().total() : optimizers_[c]->end();
+    float* target = whole_chunk ? chunk.params() : range_parameters(c);
+    for (const auto& t : chunk.layout().tensors()) {
+      // This tensor's elements inside [begin, end), relative to the tensor.
+      const int64_t first = std::max<int64_t>(begin - t.offset, 0);
+      const int64_t last = std::min<int64_t>(end - t.offset, t.numel);
+      if (first >= last) continue;
+      staging.resize(size_t(file ? t.numel : last - first));
+      const float* values = staging.data();
+      if (file) {
+        load_hf_tensor(*file, chunk.layout(), t, staging.data());
+        values += first;
+      } else {
+        init_tensor_elements(t, shapes_, chunk.layout().tp_rank(), cfg_.model.init_std, cfg_.model.seed, first, last,
+                             staging.data());
+      }
+      k_.copy_to_device(target + (t.offset + first - begin), values, last - first);
+    }
+  }
+  k_.fence();
+}
 
 // DP rank r trains on samples [r*G/dp, (r+1)*G/dp) of every global batch of G samples, so the union
 // over the DP group is exactly the serial run's batch.
@@ -168,7 +183,8 @@ StepMetrics Trainer::train_step(int64_t step) {
   const auto& t = cfg_.train;
   const double positions = double(t.global_batch) * double(shapes_.T);
 
-  for (auto& chunk : chunks_) k_.fill(chunk->grads(), 0.f, chunk->layout().total());
+  for (auto& chunk : chunks_)
+    if (chunk->grads()) k_.fill(chunk->grads(), 0.f, chunk->layout().total());  // (zero 2, 3: start_step zeroes)
   if (reducer_) reducer_->start_step();
   double loss_sum = executor_->train(
       int(cfg_.micro_batches_per_step()),
@@ -185,17 +201,19 @@ StepMetrics Trainer::train_step(int64_t step) {
   m.loss = loss_sum / positions;
   m.lr = learning_rate(t, step);
   m.grad_norm = grad_norm;
-  for (size_t c = 0; c < chunks_.size(); ++c) optimizers_[c]->update(chunks_[c]->params(), chunks_[c]->grads(), m.lr, step);
+  for (size_t c = 0; c < chunks_.size(); ++c)
+    optimizers_[c]->update(range_parameters(c), range_gradients(c), m.lr, step);
   if (reducer_) reducer_->gather_parameters();
   k_.fence();
   if (reducer_) m.dp_wait_ms = reducer_->last_exposed_s() * 1e3;
   m.memory = memory_account();
+  if (slow_step_.count() > 0) std::this_thread::sleep_for(slow_step_);
 
   m.step_ms = std::chrono::duration<double, std::milli>(clock::now() - start).count();
   m.tokens_per_s = positions / (m.step_ms / 1e3);
   m.tflops = flops_per_token_ * positions / (m.step_ms / 1e3) / 1e12 / double(cfg_.mesh.world_size());
   m.mfu = m.tflops / peak_tflops_;
-  m.memory_gib = double(peak_rss_bytes()) / double(1 << 30);
+  m.memory_gib = double(m.memory.peak_rss) / double(1 << 30);
   m.backend_memory_gib = double(k_.peak_allocated_bytes()) / double(1 << 30);
   return m;
 }
@@ -245,16 +263,38 @@ void Trainer::write_trace() const {
   log::info("timeline written to {} (open it in chrome://tracing or ui.perfetto.dev)", cfg_.runtime.trace);
 }
 
+float* Trainer::range_parameters(size_t c) const {
+  return reducer_ ? reducer_->range_parameters(int(c)) : chunks_[c]->params();
+}
+
+std::vector<float> Trainer::whole_parameters(size_t c) const {
+  std::vector<float> host(size_t(chunks_[c]->layout().total()));
+  if (reducer_)
+    reducer_->whole_parameters(int(c), host.data());
+  else
+    k_.copy_to_host(host.data(), chunks_[c]->params(), int64_t(host.size()));
+  return host;
+}
+
+const float* Trainer::range_gradients(size_t c) const {
+  return reducer_ ? reducer_->range_gradients(int(c)) : chunks_[c]->grads();
+}
+
 MemoryAccount Trainer::memory_account() const {
   MemoryAccount a;
   for (size_t c = 0; c < chunks_.size(); ++c) {
     const int64_t bytes = chunks_[c]->layout().total() * int64_t(sizeof(float));
-    a.parameters += bytes;
-    a.gradients += bytes;  // backward writes whole-chunk gradients, ZeRO-2 too (only its range is reduced here)
+    if (!reducer_) a.parameters += bytes;
+    if (!reducer_) a.gradients += bytes;
     a.optimizer += optimizers_[c]->state_bytes();
     a.activations += chunks_[c]->activation_bytes().peak();
   }
-  a.comm_buffers = executor_->buffer_bytes();
+  if (reducer_) a.gradients = reducer_->gradient_bytes();    // zero 2, 3: partitions and staging buffers
+  if (reducer_) a.parameters = reducer_->parameter_bytes();  // zero 3: partitions and gathered copies
+  // The rest of what the backend handed out (pipeline boundary buffers, token and loss buffers,
+  // reduction scratch), measured by its allocator rather than listed.
+  a.buffers = std::max<int64_t>(0, k_.allocated_bytes() - (a.parameters + a.gradients + a.optimizer + a.activations));
+  a.peak_rss = peak_rss_bytes();
   return a;
 }
 
@@ -273,7 +313,7 @@ std::vector<StepMetrics> Trainer::run() {
               chunks_[0]->layout().total(),
               100.0 * double(optimizers_[0]->end() - optimizers_[0]->begin()) / double(chunks_[0]->layout().total()),
               cfg_.mesh.bucket_mb, cfg_.mesh.overlap_grad_reduce ? "overlapped with backward" : "after backward");
-  log::info("memory per rank at start-up: {} (activations and comm buffers are allocated by the first step)",
+  log::info("memory per rank at start-up: {} (activations and most buffers are allocated by the first step)",
             describe(memory_account()));
   log::info("data: {}; {} tokens per step in {} micro-batch(es) of {}", data_.train_stream->describe(),
             cfg_.tokens_per_step(), cfg_.micro_batches_per_step(), t.micro_batch);
@@ -281,18 +321,18 @@ std::vector<StepMetrics> Trainer::run() {
             cfg_.runtime.peak_tflops > 0 ? "runtime.peak_tflops" : "the backend's estimate: measured sgemm rate of this CPU, or the GPU's dense bf16 peak");
 
   std::unique_ptr<MetricsWriter> metrics;
-  if (!cfg_.runtime.metrics.empty() && (!mesh_ || mesh_->world_rank() == 0))
-    metrics = std::make_unique<MetricsWriter>(cfg_.runtime.metrics, first_step_ > 1);  // a resumed run appends
+  if (!cfg_.runtime.metrics.empty() && (!mesh_ || mesh_->world_rank() == 0)) {
+    metrics = std::make_unique<MetricsWriter>(cfg_.runtime.metrics, first_step_ > 1, run_identity());
+    if (first_step_ > 1) metrics->write_resume(first_step_ - 1);  // a resumed run appends after a marker
+  }
   std::vector<StepMetrics> history;
   double total_ms = 0;
-  long usr1_seen = 0;
   for (int64_t step = first_step_; step <= t.steps; ++step) {
     StepMetrics m;
     if (step == first_step_)
       allocating("the activations and communication buffers of the first step", [&] { m = train_step(step); });
     else
       m = train_step(step);
-    forward_usr1(cfg_, usr1_seen, step);
     total_ms += m.step_ms;
     m.eta_s = total_ms / double(step - first_step_ + 1) * double(t.steps - step) / 1e3;
     if (data_.val_sampler && cfg_.data.val_every > 0 && step % cfg_.data.val_every == 0) m.val_loss = validation_loss();
@@ -301,11 +341,22 @@ std::vector<StepMetrics> Trainer::run() {
     if (step == 1) log::info("memory per rank after step 1: {}", describe(m.memory));
     if (metrics) metrics->write(m);
     if (!std::isfinite(m.loss)) throw Error(fmt::format("step {}: the loss is {}; training diverged", step, m.loss));
+    const StopDecision stop = stop_->poll(step);
+    if (stop.checkpoint) request_checkpoint();
     {
       const watchdog::Watch watch("checkpoint write", watchdog::checkpoint_limit_s());
       checkpoints_->after_step(step, m.loss);
     }
+    if (stop.checkpoint) stop_->checkpoint_done();
     history.push_back(m);
+    if (stop.exit && step < t.steps) {
+      exit_code_ = stop.exit_code;
+      log::warn("stopped after step {} of {} on {}{}; exit status {}", step, t.steps, stop.signal,
+                stop.checkpoint ? " with a checkpoint: a rerun with checkpoint.resume = \"auto\" continues at the next step"
+                                : " without a checkpoint",
+                exit_code_);
+      break;
+    }
   }
   for (auto& chunk : chunks_) {
     act_saved += chunk->activation_bytes().saved * chunk->activation_bytes().peak_slots;
@@ -338,6 +389,7 @@ std::vector<StepMetrics> Trainer::run() {
                  "micro-batch(es) in flight, {:.1f} MiB with scratch",
                  mesh_ ? mesh_->coord().pp : 0, to_string(t.recompute), act_saved / 1048576.0,
                  chunks_[0]->activation_bytes().peak_slots, act_peak / 1048576.0);
+  log_memory_per_rank(memory_account(), mesh_);
   if (!cfg_.runtime.trace.empty()) write_trace();
   return history;
 }

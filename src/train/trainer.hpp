@@ -4,13 +4,14 @@
 // micro-batches with gradient accumulation; tied-embedding and sequence-parallel gradient
 // reductions; global-norm clipping across TP and PP; AdamW with the LR schedule; validation; and the
 // per-step log line, metrics and (runtime.trace) timeline.
+#include <chrono>
 #include <memory>
 #include <vector>
 
 #include "comm/mesh.hpp"
 #include "data/dataset.hpp"
-#include "distributed/grad_reducer.hpp"
-#include "deck/config.hpp"
+#include "data_parallel/grad_reducer.hpp"
+#include "core/config.hpp"
 #include "kernels.hpp"
 #include "model/gpt.hpp"
 #include "optim/adamw.hpp"
@@ -22,6 +23,7 @@
 namespace trident {
 
 class TrainingCheckpoints;
+class StopSignals;
 
 class Trainer {
  public:
@@ -34,6 +36,9 @@ class Trainer {
   // Runs the steps from 1 (or from the one after the resumed checkpoint's) to train.steps, logging,
   // writing metrics and checkpoints; returns every step's figures.
   std::vector<StepMetrics> run();
+  // The exit status the run asks for: 0, or after a stop on a signal kExitCheckpointedOnSignal (a
+  // checkpoint was written) or 128 + SIGTERM (no checkpoint.dir); see train/stop_signals.hpp.
+  int exit_code() const { return exit_code_; }
 
   // One optimizer step (1-based): the loss is that of the step's batch before its update, the same
   // on every rank.
@@ -45,6 +50,13 @@ class Trainer {
   // this rank's ZeRO range of its chunk: the whole chunk without ZeRO).
   const std::vector<std::unique_ptr<GptModel>>& chunks() const { return chunks_; }
   const std::vector<std::unique_ptr<AdamW>>& optimizers() const { return optimizers_; }
+  // Chunk c's reduced gradients of its optimizer's range after a step (element k is flat element
+  // optimizers()[c]->begin() + k): with ZeRO-2 the only gradients the rank keeps.
+  const float* range_gradients(size_t c) const;
+  // Chunk c's parameters of its optimizer's range (ZeRO-3: the only parameters the rank keeps).
+  float* range_parameters(size_t c) const;
+  // Chunk c's whole parameters in host memory (gathered over DP with ZeRO-3: collective).
+  std::vector<float> whole_parameters(size_t c) const;
   // The single chunk of a rank without virtual stages.
   GptModel& model() { return *chunks_.at(0); }
   AdamW& optimizer() { return *optimizers_.at(0); }
@@ -58,6 +70,8 @@ class Trainer {
                         int32_t* targets) const;
   // The DP gradient reducer, and the first elements of each chunk it must leave to reduce_deferred().
   void make_gradient_reducer();
+  // This rank's chunks from the counter-based initialisation or model.init_from, slice by slice.
+  void initialise_parameters();
   void write_trace() const;
 
   Config cfg_;
@@ -73,7 +87,10 @@ class Trainer {
   double flops_per_token_ = 0;
   double peak_tflops_ = 0;
   double pipeline_wait_s_ = 0;
+  std::chrono::milliseconds slow_step_{0};  // TRIDENT_INJECT_FAULT=slow-step:MS (a slow rank, for the tests)
   std::unique_ptr<TrainingCheckpoints> checkpoints_;
+  std::unique_ptr<StopSignals> stop_;
+  int exit_code_ = 0;
   int64_t first_step_ = 1;  // 1, or the step after the one the resumed checkpoint completed
 };
 

@@ -3,7 +3,7 @@
 #include <memory>
 
 #include "data/dataset.hpp"
-#include "deck/config.hpp"
+#include "core/config.hpp"
 
 namespace trident {
 

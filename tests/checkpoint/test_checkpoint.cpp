@@ -20,7 +20,7 @@
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/manifest.hpp"
 #include "common/test_support.hpp"
-#include "io/safetensors.hpp"
+#include "safetensors/safetensors.hpp"
 #include "kernels.hpp"
 #include "parallel/parallel_test_util.hpp"
 #include "train/progress.hpp"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "comm/topology.hpp"
-#include "deck/config.hpp"
+#include "core/config.hpp"
 
 namespace trident {
 inline void PrintTo(const Coord& c, std::ostream* os) { *os << "(dp " << c.dp << ", pp " << c.pp << ", tp " << c.tp << ")"; }

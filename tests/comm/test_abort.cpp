@@ -28,7 +28,7 @@ int count_lines_with(const std::string& text, const std::string& needle, std::st
 class AbortTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(AbortTest, OneThrowingRankEndsTheJobQuickly) {
-  const std::string cmd = std::string("OPENBLAS_NUM_THREADS=1 timeout -k 3 15 ") + TRIDENT_MPIEXEC + " -n 4 " +
+  const std::string cmd = std::string("OPENBLAS_NUM_THREADS=1 timeout -k 3 15 ") + trident::test::local_mpiexec() + " -n 4 " +
                           TRIDENT_ABORT_HELPER + " " + GetParam();
   const auto t0 = std::chrono::steady_clock::now();
   std::string out;

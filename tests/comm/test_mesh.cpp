@@ -1,4 +1,6 @@
-// ParallelMesh and Group under MPI, registered at 1, 2, 4 and 8 ranks (one host, so one node).
+// ParallelMesh and Group under MPI, registered at 1, 2, 4 and 8 ranks: on one host (one node), or
+// inside a Slurm allocation of several nodes (jobs/ctest_allocation.sh), where the expected node of
+// each rank comes from the node names the ranks report (SLURMD_NODENAME, else the host name).
 // For every (tp, pp, dp) factorisation of the world and several orders: this rank's coordinates and
 // its groups against an independent decoder, then every collective in every group (all_reduce,
 // iall_reduce, all_gather, reduce_scatter, broadcast, ireduce, ibroadcast, an isend/irecv ring and a blocking send/recv
@@ -7,7 +9,11 @@
 // as a smoke test at 4 and 8, where blocked ranks spin on the 2 cores (see the toolchain notes).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <chrono>
 #include <numeric>
 #include <set>
@@ -180,6 +186,41 @@ void check_collectives(Group& g, const std::vector<int>& members) {
   EXPECT_EQ(g.counters().total_bytes(), 0);
 }
 
+// This rank's node name as Slurm or the host reports it: independent of MPI's shared-memory split.
+std::string reported_node_name() {
+  if (const char* slurm = std::getenv("SLURMD_NODENAME"); slurm && *slurm) return slurm;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return host;
+}
+
+// Every rank's node as expected from the reported names: nodes numbered by their lowest world rank,
+// local ranks in world-rank order.
+struct ExpectedNodes {
+  std::vector<int> node, local;
+  int num_nodes = 0;
+  int local_size(int rank) const { return int(std::count(node.begin(), node.end(), node[size_t(rank)])); }
+};
+ExpectedNodes expected_nodes() {
+  constexpr int kName = 256;
+  const int n = world_size();
+  std::string mine = reported_node_name();
+  mine.resize(kName - 1);
+  std::vector<char> all(size_t(n) * kName);
+  MPI_Allgather(mine.c_str(), kName, MPI_CHAR, all.data(), kName, MPI_CHAR, MPI_COMM_WORLD);
+  ExpectedNodes e;
+  std::vector<std::string> names;
+  for (int r = 0; r < n; ++r) {
+    const std::string name(&all[size_t(r) * kName]);
+    const auto it = std::find(names.begin(), names.end(), name);
+    e.node.push_back(int(it - names.begin()));
+    if (it == names.end()) names.push_back(name);
+    e.local.push_back(int(std::count(e.node.begin(), e.node.end() - 1, e.node.back())));
+  }
+  e.num_nodes = int(names.size());
+  return e;
+}
+
 // Coordinates, node, groups and collectives of one mesh.
 void check_mesh(const MeshConfig& cfg, MpiWait wait) {
   SCOPED_TRACE(::testing::Message() << "tp " << cfg.tp << " pp " << cfg.pp << " dp " << cfg.dp << " order "
@@ -194,12 +235,15 @@ void check_mesh(const MeshConfig& cfg, MpiWait wait) {
   EXPECT_EQ(mesh.layout().coord_of(me), expect);
   EXPECT_EQ(mesh.is_first_stage(), expect.pp == 0);
   EXPECT_EQ(mesh.is_last_stage(), expect.pp == cfg.pp - 1);
-  // One host: one node holding every rank.
-  EXPECT_EQ(mesh.node().node, 0);
-  EXPECT_EQ(mesh.node().num_nodes, 1);
-  EXPECT_EQ(mesh.node().local_rank, me);
-  EXPECT_EQ(mesh.node().local_size, n);
-  EXPECT_FALSE(mesh.tp_spans_nodes());
+  const ExpectedNodes nodes = expected_nodes();
+  EXPECT_EQ(mesh.node().node, nodes.node[size_t(me)]);
+  EXPECT_EQ(mesh.node().num_nodes, nodes.num_nodes);
+  EXPECT_EQ(mesh.node().local_rank, nodes.local[size_t(me)]);
+  EXPECT_EQ(mesh.node().local_size, nodes.local_size(me));
+  bool spans = false;  // does any TP group hold ranks of two nodes?
+  for (int r = 0; r < n; ++r)
+    for (int member : ref.group(r, "tp")) spans = spans || nodes.node[size_t(member)] != nodes.node[size_t(r)];
+  EXPECT_EQ(mesh.tp_spans_nodes(), spans);
 
   EXPECT_EQ(mesh.tp().rank(), expect.tp);
   EXPECT_EQ(mesh.pp().rank(), expect.pp);
@@ -232,9 +276,22 @@ TEST(ParallelMesh, BlockingWaitSmoke) {
   check_mesh(mesh_config(tp, 1, n / tp, "tp-dp-pp"), MpiWait::Block);
 }
 
+// Each rank's row names its node (as detect_node finds it, tested in test_fake_nodes) and its host:
+// Slurm's node name inside a job (fake nodes share one host), else the host name.
 TEST(ParallelMesh, DescribeListsEveryRankAndGroup) {
   const int n = world_size();
   const int tp = n >= 2 ? 2 : 1, pp = n >= 4 ? 2 : 1, dp = n / tp / pp;
+  const NodeInfo nodes = detect_node(MPI_COMM_WORLD);
+  std::vector<int> node_of(size_t(2 * n));
+  const int mine[2] = {nodes.node, nodes.local_rank};
+  MPI_Allgather(mine, 2, MPI_INT, node_of.data(), 2, MPI_INT, MPI_COMM_WORLD);
+  constexpr int kHost = 64;
+  char host[kHost] = {};
+  const char* slurm = std::getenv("SLURMD_NODENAME");
+  if (slurm && *slurm) std::snprintf(host, kHost, "%s", slurm);
+  else gethostname(host, kHost - 1);
+  std::vector<char> hosts(size_t(n) * kHost);
+  MPI_Allgather(host, kHost, MPI_CHAR, hosts.data(), kHost, MPI_CHAR, MPI_COMM_WORLD);
   for (const char* order : {"tp-dp-pp", "pp-dp-tp"}) {
     const MeshConfig cfg = mesh_config(tp, pp, dp, order);
     ParallelMesh mesh(MPI_COMM_WORLD, cfg, MpiWait::Poll);
@@ -244,12 +301,15 @@ TEST(ParallelMesh, DescribeListsEveryRankAndGroup) {
       continue;
     }
     const RefLayout ref{tp, pp, dp, order};
-    EXPECT_NE(text.find(fmt::format("world {} ranks on 1 node(s); mesh tp {} x pp {} x dp {}", n, tp, pp, dp)),
+    EXPECT_NE(text.find(fmt::format("world {} ranks on {} node(s); mesh tp {} x pp {} x dp {}", n, nodes.num_nodes,
+                                    tp, pp, dp)),
               std::string::npos)
         << text;
     for (int r = 0; r < n; ++r) {
       const Coord c = ref.coord(r);
-      EXPECT_NE(text.find(fmt::format("{:5d} {:5d} {:6d} {:5d} {:5d} {:5d}\n", r, 0, r, c.dp, c.pp, c.tp)),
+      const std::string host(&hosts[size_t(r) * kHost]);
+      EXPECT_NE(text.find(fmt::format("{:5d} {:5d} {:6d} {:5d} {:5d} {:5d}  {}\n", r, node_of[2 * r],
+                                      node_of[2 * r + 1], c.dp, c.pp, c.tp, host)),
                 std::string::npos)
           << "rank " << r << " row missing:\n" << text;
     }
@@ -273,12 +333,18 @@ TEST(ParallelMesh, WrongWorldSizeIsAnErrorOnEveryRank) {
   EXPECT_EQ(sum, n);
 }
 
-TEST(ParallelMesh, StrictPlacementOnOneNodeIsFine) {
+// strict_placement: a TP group of every rank is fine on one node and refused (on every rank) across nodes.
+TEST(ParallelMesh, StrictPlacementRefusesOnlyATpGroupAcrossNodes) {
   const int n = world_size();
-  EXPECT_NO_THROW({
-    ParallelMesh mesh(MPI_COMM_WORLD, mesh_config(n, 1, 1, "dp-pp-tp", /*strict=*/true), MpiWait::Poll);
-    EXPECT_FALSE(mesh.tp_spans_nodes());
-  });
+  if (expected_nodes().num_nodes == 1) {
+    EXPECT_NO_THROW({
+      ParallelMesh mesh(MPI_COMM_WORLD, mesh_config(n, 1, 1, "dp-pp-tp", /*strict=*/true), MpiWait::Poll);
+      EXPECT_FALSE(mesh.tp_spans_nodes());
+    });
+  } else {
+    EXPECT_THROW(ParallelMesh(MPI_COMM_WORLD, mesh_config(n, 1, 1, "dp-pp-tp", /*strict=*/true), MpiWait::Poll),
+                 Error);
+  }
 }
 
 TEST(Group, CommOpNames) {

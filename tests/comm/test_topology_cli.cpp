@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -30,7 +31,7 @@ int topology(const std::string& launch, const std::string& sets, std::string* ou
   return rc;
 }
 
-std::string np(int n) { return std::string(TRIDENT_MPIEXEC) + " -n " + std::to_string(n); }
+std::string np(int n) { return trident::test::local_mpiexec() + " -n " + std::to_string(n); }
 
 TEST(TopologyCli, Tp2Dp2) {
   std::string out;
@@ -39,11 +40,11 @@ TEST(TopologyCli, Tp2Dp2) {
   EXPECT_EQ(count(out, "TP groups: [0 1] [2 3]\n"), 1) << out;
   EXPECT_EQ(count(out, "PP groups: [0] [1] [2] [3]\n"), 1) << out;
   EXPECT_EQ(count(out, "DP groups: [0 2] [1 3]\n"), 1) << out;
-  // rank node local dp pp tp
-  EXPECT_EQ(count(out, "    0     0      0     0     0     0\n"), 1) << out;
-  EXPECT_EQ(count(out, "    1     0      1     0     0     1\n"), 1) << out;
-  EXPECT_EQ(count(out, "    2     0      2     1     0     0\n"), 1) << out;
-  EXPECT_EQ(count(out, "    3     0      3     1     0     1\n"), 1) << out;
+  // rank node local dp pp tp, then the host
+  EXPECT_EQ(count(out, "    0     0      0     0     0     0  "), 1) << out;
+  EXPECT_EQ(count(out, "    1     0      1     0     0     1  "), 1) << out;
+  EXPECT_EQ(count(out, "    2     0      2     1     0     0  "), 1) << out;
+  EXPECT_EQ(count(out, "    3     0      3     1     0     1  "), 1) << out;
 }
 
 TEST(TopologyCli, Tp2Dp2DataParallelFirst) {
@@ -51,7 +52,7 @@ TEST(TopologyCli, Tp2Dp2DataParallelFirst) {
   ASSERT_EQ(topology(np(4), "--set mesh.tp=2 --set mesh.dp=2 --set mesh.order=dp-tp-pp", &out), 0) << out;
   EXPECT_EQ(count(out, "TP groups: [0 2] [1 3]\n"), 1) << out;
   EXPECT_EQ(count(out, "DP groups: [0 1] [2 3]\n"), 1) << out;
-  EXPECT_EQ(count(out, "    1     0      1     1     0     0\n"), 1) << out;
+  EXPECT_EQ(count(out, "    1     0      1     1     0     0  "), 1) << out;
 }
 
 TEST(TopologyCli, Tp2Pp2) {
@@ -84,7 +85,9 @@ class TopologyFakeNodes : public ::testing::Test {
   void TearDown() override {
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
-  std::string launch() const { return std::string(TRIDENT_MPIEXEC) + " -f " + dir_ + "/hosts -n 8"; }
+  std::string launch() const {
+    return trident::test::local_mpiexec(true) + " -f " + dir_ + "/hosts -n 8";
+  }
   std::string dir_;
 };
 
@@ -92,7 +95,7 @@ TEST_F(TopologyFakeNodes, NodeColumnAndSpanningWarning) {
   std::string out;
   ASSERT_EQ(topology(launch(), "--set mesh.tp=4 --set mesh.dp=2", &out), 0) << out;
   EXPECT_EQ(count(out, "world 8 ranks on 2 node(s)"), 1) << out;
-  EXPECT_EQ(count(out, "    5     1      1     1     0     1\n"), 1) << out;
+  EXPECT_EQ(count(out, "    5     1      1     1     0     1  "), 1) << out;
   EXPECT_EQ(count(out, "TP groups: [0 1 2 3] [4 5 6 7]\n"), 1) << out;
   EXPECT_EQ(count(out, "spans nodes"), 0) << out;
 

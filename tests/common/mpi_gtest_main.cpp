@@ -4,7 +4,9 @@
 // `--gtest_list_tests` is answered by rank 0 alone, so discovery does not multiply tests.
 // A skip must not read as a pass: outside the `gpu` and `slurm` labels (TRIDENT_TEST_MAY_SKIP, set by
 // tests/CMakeLists.txt) the only accepted skip is a case marked not applicable here; any other fails
-// the job. ctest reports an entry in which no test ran as Skipped.
+// the job. An entry in which every test was skipped on every rank, and none failed, exits with
+// kAllSkipped, which ctest reports as Skipped (SKIP_RETURN_CODE); one in which no test ran at all (a
+// filter that matches nothing) fails.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -19,6 +21,8 @@
 #include "common/test_support.hpp"
 
 namespace {
+
+constexpr int kAllSkipped = 77;  // tests/CMakeLists.txt: SKIP_RETURN_CODE
 
 class RankPrinter : public testing::EmptyTestEventListener {
  public:
@@ -73,17 +77,28 @@ int main(int argc, char** argv) {
 
   bool listing = false;
   for (int i = 1; i < argc; ++i) listing |= std::strcmp(argv[i], "--gtest_list_tests") == 0;
-  int result = 0;
+  int failed = 0, all_skipped = 0;
   if (!listing || rank == 0) {
     auto& listeners = testing::UnitTest::GetInstance()->listeners();
     if (rank != 0) delete listeners.Release(listeners.default_result_printer());
     listeners.Append(new RankPrinter(rank));
-    result = RUN_ALL_TESTS();
-    if (count_unexpected_skips(rank) > 0) result = 1;
+    failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
+    if (count_unexpected_skips(rank) > 0) failed = 1;
+    const testing::UnitTest& unit = *testing::UnitTest::GetInstance();
+    if (!listing && unit.test_to_run_count() == 0) {
+      std::fprintf(stderr, "[rank %d] NO TEST RAN: the filter matches no test of this program\n", rank);
+      failed = 1;
+    }
+    all_skipped = unit.test_to_run_count() > 0 && unit.skipped_test_count() == unit.test_to_run_count() ? 1 : 0;
   }
-  int worst = result;
-  if (!listing) MPI_Allreduce(&result, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  // One verdict for the job: a failure on any rank fails it; it is skipped only if every rank skipped all.
+  int any_failed = failed, every_rank_skipped = all_skipped;
+  if (!listing) {
+    MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(&all_skipped, &every_rank_skipped, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  }
   Kokkos::finalize();
   MPI_Finalize();
-  return worst;
+  if (any_failed) return 1;
+  return every_rank_skipped ? kAllSkipped : 0;
 }

@@ -41,6 +41,13 @@ std::string without_parent_mpi_env() {
   return "env -u PMI_FD -u PMI_RANK -u PMI_SIZE -u PMI_PORT -u PMI_ID -u MPI_LOCALNRANKS -u MPI_LOCALRANKID";
 }
 
+std::string local_mpiexec(bool own_hosts_file) {
+  const char* nodes = std::getenv("SLURM_JOB_NUM_NODES");
+  std::string cmd = TRIDENT_MPIEXEC;
+  if (nodes && std::atoi(nodes) > 1) cmd += own_hosts_file ? " -launcher fork" : " -launcher fork -hosts localhost";
+  return cmd;
+}
+
 std::string make_temp_dir(const std::string& prefix) {
   std::string tmpl = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
   if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed for " + tmpl);

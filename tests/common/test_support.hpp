@@ -17,6 +17,13 @@ int run_command(const std::string& command, std::string* output);
 // program (trident, or mpiexec) starts a fresh job instead of joining the parent's.
 std::string without_parent_mpi_env();
 
+// The mpiexec command for a job that a test starts itself (a trident run, a helper program). Inside a
+// Slurm allocation of several nodes (jobs/ctest_allocation.sh), hydra would launch through Slurm and
+// spread the ranks over the allocation's nodes, where the test's deck and temporary files do not exist;
+// there the job is launched on this host (hydra's fork launcher; with a hosts file of its own the test
+// names the hosts, otherwise this host). Elsewhere it is plain mpiexec.
+std::string local_mpiexec(bool own_hosts_file = false);
+
 // Path of the trident executable built with the tests.
 std::string trident_binary();
 

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data_test_util.hpp"
-#include "io/safetensors.hpp"
+#include "safetensors/safetensors.hpp"
 
 namespace trident {
 namespace {

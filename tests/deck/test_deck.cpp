@@ -17,7 +17,7 @@
 
 #include "common/test_support.hpp"
 #include "core/error.hpp"
-#include "deck/config.hpp"
+#include "core/config.hpp"
 #include "deck/deck.hpp"
 #include "deck/schema.hpp"
 #include "trident_version.hpp"
@@ -96,7 +96,7 @@ std::vector<BadDeck> bad_decks() {
       {"IntegerGivenFloat", "[model]\nlayers = 12.0\n", {}, 0,
        "deck.toml:2:10: [model] layers = 12.0: wrong type (float); allowed: an integer in [1, 2147483647]"},
       {"IntegerGivenArray", "[mesh]\ndp = [2]\n", {}, 0,
-       "deck.toml:2:6: [mesh] dp = [ 2 ]: wrong type (array); allowed: an integer in [1, 1048576]"},
+       "deck.toml:2:6: [mesh] dp = [ 2 ]: wrong type (array); allowed: \"auto\" or an integer in [1, 1048576]"},
       {"IntegerGivenTable", "[mesh]\ntp = { x = 1 }\n", {}, 0,
        "deck.toml:2:6: [mesh] tp = { x = 1 }: wrong type (table); allowed: an integer in [1, 65536]"},
       {"IntegerGivenDate", "[train]\nsteps = 2024-01-01\n", {}, 0,
@@ -130,8 +130,8 @@ std::vector<BadDeck> bad_decks() {
       // --- out of range ---
       {"TpZero", "[mesh]\ntp = 0\n", {}, 0,
        "deck.toml:2:6: [mesh] tp = 0: out of range; allowed: an integer in [1, 65536]"},
-      {"ZeroStage3", "[mesh]\nzero = 3\n", {}, 0,
-       "deck.toml:2:8: [mesh] zero = 3: out of range; allowed: an integer in [0, 2]"},
+      {"ZeroStage4", "[mesh]\nzero = 4\n", {}, 0,
+       "deck.toml:2:8: [mesh] zero = 4: out of range; allowed: an integer in [0, 3]"},
       {"NegativeLr", "[train]\nlr = -0.001\n", {}, 0,
        "deck.toml:2:6: [train] lr = -0.001: out of range; allowed: a number >= 0"},
       {"NanLr", "[train]\nlr = nan\n", {}, 0, "deck.toml:2:6: [train] lr = nan: out of range; allowed: a number >= 0"},
@@ -174,6 +174,9 @@ std::vector<BadDeck> bad_decks() {
        "deck.toml:3:16: [train] global_batch = 10 is not divisible by micro_batch*dp = 4*1 = 4"},
       {"GlobalBatchNotDivisibleByDp", "[mesh]\ndp = 3\n", {}, 0,
        "deck.toml: [train] global_batch = 8 is not divisible by micro_batch*dp = 1*3 = 3"},
+      {"Zero3WithPipeline", "[mesh]\npp = 2\ndp = 2\nzero = 3\n", {}, 0,
+       "deck.toml:4:8: [mesh] zero = 3 is supported with pp = 1 only (tp and dp any), but [mesh] pp = 2; use zero <= 2 "
+       "with pipeline parallelism"},
       {"MinLrAboveLr", "[train]\nlr = 0.001\nmin_lr = 0.01\n", {}, 0,
        "deck.toml:3:10: [train] min_lr = 0.01 is larger than lr = 0.001"},
       {"VirtualStagesWithoutInterleaved", "[mesh]\npp = 2\nvirtual_stages = 2\n", {}, 0,
@@ -297,7 +300,7 @@ std::vector<KeyRow> key_rows() {
        {"model.heads=65536", "model.hidden=65536"}},
       {"mesh", "pp", "integer", "1", "1", "an integer in [1, 65536]", "1", "0", "65536", "65537",
        {"model.layers=65536"}},
-      {"mesh", "dp", "integer", "1", "1", "an integer in [1, 1048576]", "1", "0", "1048576", "1048577",
+      {"mesh", "dp", "integer", "1", "1", "\"auto\" or an integer in [1, 1048576]", "1", "0", "1048576", "1048577",
        {"train.global_batch=1048576"}},
       {"mesh", "order", "string", "\"tp-dp-pp\"", "\"tp-dp-pp\"",
        "a permutation of tp, dp, pp joined by '-', fastest-varying first", "", "", "", "", {}},
@@ -305,7 +308,7 @@ std::vector<KeyRow> key_rows() {
       {"mesh", "virtual_stages", "integer", "1", "1", "an integer in [1, 1024]", "1", "0", "1024", "1025",
        {"+mesh.schedule=interleaved", "+mesh.pp=2", "+model.layers=2048"}},
       {"mesh", "sequence_parallel", "boolean", "false", "false", "true or false", "", "", "", "", {}},
-      {"mesh", "zero", "integer", "0", "0", "an integer in [0, 2]", "0", "-1", "2", "3", {}},
+      {"mesh", "zero", "integer", "0", "0", "an integer in [0, 3]", "0", "-1", "3", "4", {}},
       {"mesh", "strict_placement", "boolean", "false", "false", "true or false", "", "", "", "", {}},
       {"mesh", "layers_per_stage", "integer array", "[] (balanced)", "[]", kLpsAllowed, "", "", "", "", {}},
       {"mesh", "bucket_mb", "float", "25", "25.0", "a number > 0 and <= 65536", "1e-45", "0.0", "65536.0", "65536.5",
@@ -358,6 +361,8 @@ std::vector<KeyRow> key_rows() {
       {"runtime", "collective_timeout_s", "float", "300", "300.0", "a number >= 0", "0.0", "-0.5", "1e300", "inf", {}},
       {"runtime", "checkpoint_timeout_s", "float", "3600", "3600.0", "a number >= 0", "0.0", "-0.5", "1e300", "inf", {}},
       {"runtime", "memory_check", "boolean", "true", "true", "true or false", "", "", "", "", {}},
+      {"runtime", "on_signal", "string", "\"checkpoint-exit\"", "\"checkpoint-exit\"",
+       "one of \"checkpoint-exit\", \"checkpoint-continue\"", "", "", "", "", {}},
   };
 }
 
@@ -515,6 +520,21 @@ TEST(DeckDefaults, AcceptedBoundaryValuesAreStored) {
   EXPECT_EQ(parse("[mesh]\nzero = 2\n").mesh.zero, 2);
   EXPECT_DOUBLE_EQ(parse("[train]\neps = 1.0\n").train.eps, 1.0);
   EXPECT_DOUBLE_EQ(parse("[train]\nlr = 1\n").train.lr, 1.0);  // an integer is a valid float value
+}
+
+// mesh.dp = "auto": the world size over tp*pp, resolved (and written resolved) once the world is known.
+TEST(DeckMesh, AutoDpIsWorldOverTpTimesPp) {
+  const Config c = parse("[mesh]\ntp = 2\npp = 2\ndp = \"auto\"\n", {}, 8);
+  EXPECT_EQ(c.mesh.dp, 2);
+  EXPECT_NE(c.resolved_toml.find("dp = 2"), std::string::npos) << c.resolved_toml;
+  EXPECT_EQ(parse("", {"mesh.dp=auto"}, 4).mesh.dp, 4);
+  EXPECT_EQ(parse("[mesh]\ntp = 2\ndp = \"auto\"\n", {"train.global_batch=6"}, 6).mesh.dp, 3);
+  EXPECT_EQ(deck_error("[mesh]\ntp = 4\ndp = \"auto\"\n", {"model.heads=4", "model.hidden=64"}, 6),
+            "deck.toml:3:6: [mesh] dp = \"auto\": the job's 6 ranks are not a multiple of tp*pp = 4*1 = 4");
+  EXPECT_EQ(deck_error("[mesh]\ndp = \"auto\"\n"),
+            "deck.toml:2:6: [mesh] dp = \"auto\" needs the number of ranks: run under mpiexec/srun, or `trident check "
+            "--ranks N`");
+  EXPECT_THAT(deck_error("[mesh]\ndp = \"many\"\n"), HasSubstr("neither an integer nor \"auto\""));
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -715,6 +735,7 @@ log_every = 5
 mpi_wait = "poll"
 peak_tflops = 312.0
 trace = "/abs/trace.json"
+on_signal = "checkpoint-continue"
 )";
 
 TEST(DeckRoundTrip, EveryKeyIsReadAndResolvedTomlReparsesToTheSameConfig) {
@@ -743,6 +764,7 @@ TEST(DeckRoundTrip, EveryKeyIsReadAndResolvedTomlReparsesToTheSameConfig) {
   EXPECT_EQ(c.runtime.mpi_wait, MpiWait::Poll);
   EXPECT_DOUBLE_EQ(c.runtime.peak_tflops, 312.0);
   EXPECT_EQ(c.runtime.trace, "/abs/trace.json");
+  EXPECT_EQ(c.runtime.on_signal, OnSignal::CheckpointContinue);
   EXPECT_EQ(c.micro_batches_per_step(), 4);
 
   const Config again = parse_deck(c.resolved_toml, "<resolved>", {}, DeckOptions{8});
@@ -984,7 +1006,7 @@ TEST(DeckCli, CheckRefusesWhatTrainRefusesWithTheSameMessage) {
     std::string ignored;
     const int train_rc = test::run_command(
         fmt::format("(cd {} && {} {} -n {} {} train {} {} >train.out 2>train.err)", dir, test::without_parent_mpi_env(),
-                    TRIDENT_MPIEXEC, ranks, test::trident_binary(), base, c.set),
+                    test::local_mpiexec(), ranks, test::trident_binary(), base, c.set),
         &ignored);
     const std::string train_err = read_text(dir + "/train.err");
     EXPECT_EQ(train_rc, c.rc) << train_err;
@@ -999,7 +1021,7 @@ TEST(DeckCli, CheckRefusesWhatTrainRefusesWithTheSameMessage) {
   EXPECT_THAT(check.err, HasSubstr("3"));
   std::string ignored;
   test::run_command(fmt::format("(cd {} && {} {} -n 3 {} train {} --set mesh.dp=2 >train.out 2>train.err)", dir,
-                                test::without_parent_mpi_env(), TRIDENT_MPIEXEC, test::trident_binary(), base),
+                                test::without_parent_mpi_env(), test::local_mpiexec(), test::trident_binary(), base),
                     &ignored);
   EXPECT_EQ(error_message(check.err), error_message(read_text(dir + "/train.err")));
   fs::remove_all(dir);

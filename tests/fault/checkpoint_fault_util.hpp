@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.hpp"
-#include "deck/config.hpp"
+#include "core/config.hpp"
 #include "model/parameters.hpp"
 
 namespace trident::test {

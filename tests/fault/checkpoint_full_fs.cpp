@@ -54,7 +54,7 @@ std::string train_command(int np, const std::string& dir) {
   return fmt::format(
       "{} OPENBLAS_NUM_THREADS=1 timeout -k 5 120 {} -n {} {} train {}/deck.toml --set mesh.dp={} "
       "--set checkpoint.dir={} --set checkpoint.every_steps=2 --set checkpoint.keep=2",
-      without_parent_mpi_env(), TRIDENT_MPIEXEC, np, trident_binary(), root_dir(), np, dir);
+      without_parent_mpi_env(), local_mpiexec(), np, trident_binary(), root_dir(), np, dir);
 }
 
 // The checkpoint of step 2 of the deck, written once by a normal run.

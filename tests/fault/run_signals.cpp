@@ -5,9 +5,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "common/test_support.hpp"
 #include "fault/run_job.hpp"
@@ -36,11 +38,14 @@ TEST(Signals, TruncatedDataFileNamesTheFileAndOffset) {
   EXPECT_NE(out.find("truncated or replaced while the job ran"), std::string::npos) << out;
 }
 
-// Starts a 3-step run and sends SIGUSR1 as soon as the process catches it: with the fix, from the
-// start of main, before MPI_Init; before the fix, only once TrainingCheckpoints had installed its handler
-// (with checkpoint.dir), or never (then the signal is sent after 20 s and ends the process).
-std::string run_with_early_usr1(const std::string& dir, const std::string& args) {
-  write_file(dir + "/deck.toml", small_deck(1, 1, 1));
+// Starts a 3-step run and sends SIGUSR1 as soon as the process catches it (from the start of main,
+// before MPI_Init). With `until_first_step`, it goes on sending one every 5 ms until step 1 is written:
+// through MPI_Init and the whole start-up, where MPICH's own SIGUSR1 handler once took the signal and
+// made the one-process run hang.
+std::string run_with_early_usr1(const std::string& dir, const std::string& args, int expected_status,
+                                bool until_first_step = false) {
+  const std::string metrics = dir + "/m.jsonl";
+  write_file(dir + "/deck.toml", small_deck(1, 1, 1, "metrics = \"" + metrics + "\""));
   BackgroundJob job(without_parent_mpi_env() + " OPENBLAS_NUM_THREADS=1 " + trident_binary() + " train " + dir +
                         "/deck.toml --set train.steps=3 " + args,
                     dir + "/out.txt");
@@ -53,23 +58,96 @@ std::string run_with_early_usr1(const std::string& dir, const std::string& args)
       20);
   EXPECT_GT(pid, 0) << job.output();
   if (pid > 0) kill(pid, SIGUSR1);
+  int sent = 1;
+  while (until_first_step && pid > 0 && count_lines(metrics) < 1 && !job.wait_for(0) && sent < 6000) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    kill(pid, SIGUSR1);
+    ++sent;
+  }
   const auto status = job.wait_for(120);
   const std::string out = job.output();
-  EXPECT_TRUE(status && *status == 0) << "the run did not finish normally:\n" << out;
+  EXPECT_TRUE(status && *status == expected_status)
+      << "expected exit status " << expected_status << " (" << sent << " SIGUSR1 sent):\n" << out;
   return out;
 }
 
-TEST(Signals, Usr1DuringStartUpCheckpointsAfterTheFirstStep) {
+// runtime.on_signal = "checkpoint-exit" (the default): a checkpoint after step 1, then exit 75.
+TEST(Signals, Usr1DuringStartUpCheckpointsAfterTheFirstStepAndExits75) {
   const std::string dir = make_temp_dir("trident-usr1");
-  const std::string out = run_with_early_usr1(dir, "--set checkpoint.dir=" + dir + "/ckpt");
-  EXPECT_NE(out.find("SIGUSR1 received during start-up: a checkpoint follows step 1"), std::string::npos) << out;
+  const std::string out = run_with_early_usr1(dir, "--set checkpoint.dir=" + dir + "/ckpt", 75);
+  EXPECT_NE(out.find("SIGUSR1 received by step 1: a checkpoint follows step 1, then the run stops (exit status 75)"),
+            std::string::npos)
+      << out;
   EXPECT_NE(out.find("checkpoint: step 1 (requested)"), std::string::npos) << out;
+  EXPECT_NE(out.find("stopped after step 1 of 3 on SIGUSR1 with a checkpoint"), std::string::npos) << out;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/ckpt/step_00000001.h5")) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/ckpt/step_00000003.h5")) << out;
 }
 
-TEST(Signals, Usr1WithoutCheckpointDirIsLogged) {
+TEST(Signals, Usr1WithCheckpointContinueGoesOn) {
   const std::string dir = make_temp_dir("trident-usr1");
-  const std::string out = run_with_early_usr1(dir, "");
+  const std::string out =
+      run_with_early_usr1(dir, "--set checkpoint.dir=" + dir + "/ckpt --set runtime.on_signal=checkpoint-continue", 0);
+  EXPECT_NE(out.find("checkpoint: step 1 (requested)"), std::string::npos) << out;
+  EXPECT_NE(out.find("checkpoint: step 3 (end of training)"), std::string::npos) << out;
+}
+
+TEST(Signals, Usr1ThroughStartUpWithoutCheckpointDirIsLogged) {
+  const std::string dir = make_temp_dir("trident-usr1");
+  const std::string out = run_with_early_usr1(dir, "", 0, /*until_first_step=*/true);
   EXPECT_NE(out.find("no checkpoint is written because [checkpoint] dir is empty"), std::string::npos) << out;
+}
+
+// Starts `cmd` (a one-rank train), sends SIGTERM to trident once two steps are in `metrics`, and
+// returns its exit status (none when it did not end within 60 s or never started); *out: its output.
+std::optional<int> sigterm_after_two_steps(const std::string& cmd, const std::string& dir, const std::string& metrics,
+                                           std::string* out) {
+  BackgroundJob job(cmd, dir + "/out.txt");
+  const bool running = wait_until([&] { return count_lines(metrics) >= 2 || job.wait_for(0); }, 60);
+  const pid_t pid = job.process_named();
+  if (!running || pid <= 0) {
+    *out = "trident did not reach step 2 (or its process was not found)\n" + job.output();
+    return std::nullopt;
+  }
+  kill(pid, SIGTERM);
+  const auto status = job.wait_for(60);
+  *out = job.output();
+  return status;
+}
+
+// SIGTERM (Slurm's time limit, scancel, preemption) mid-run: a checkpoint after the step in progress,
+// then exit 75, whatever runtime.on_signal says; the checkpoint resumes.
+TEST(Signals, SigtermCheckpointsAndExits75) {
+  const std::string dir = make_temp_dir("trident-term");
+  const std::string metrics = dir + "/m.jsonl";
+  write_file(dir + "/deck.toml", small_deck(1, 1, 1, "metrics = \"" + metrics + "\""));
+  const std::string cmd = without_parent_mpi_env() + " OPENBLAS_NUM_THREADS=1 " + trident_binary() + " train " + dir +
+                          "/deck.toml --set checkpoint.dir=" + dir + "/ckpt --set runtime.on_signal=checkpoint-continue";
+  std::string out;
+  const auto status = sigterm_after_two_steps(cmd + " --set train.steps=100000", dir, metrics, &out);
+  ASSERT_TRUE(status) << out;
+  EXPECT_EQ(*status, 75) << out;
+  EXPECT_NE(out.find("SIGTERM received by step"), std::string::npos) << out;
+  std::ifstream latest(dir + "/ckpt/latest");
+  std::string name;
+  latest >> name;
+  EXPECT_NE(name.find("step_"), std::string::npos) << out;
+  std::string resumed;  // train.steps = 1 is already reached: it resumes and stops
+  EXPECT_EQ(run_command(cmd + " --set train.steps=1 2>&1", &resumed), 0) << resumed;
+  EXPECT_NE(resumed.find("checkpoint: resumed from"), std::string::npos) << resumed;
+}
+
+TEST(Signals, SigtermWithoutCheckpointDirStopsWith143) {
+  const std::string dir = make_temp_dir("trident-term");
+  const std::string metrics = dir + "/m.jsonl";
+  write_file(dir + "/deck.toml", small_deck(1, 1, 1, "metrics = \"" + metrics + "\""));
+  std::string out;
+  const auto status = sigterm_after_two_steps(without_parent_mpi_env() + " OPENBLAS_NUM_THREADS=1 " + trident_binary() +
+                                                  " train " + dir + "/deck.toml --set train.steps=100000",
+                                              dir, metrics, &out);
+  ASSERT_TRUE(status) << out;
+  EXPECT_EQ(*status, 143) << out;
+  EXPECT_NE(out.find("stopping without a checkpoint because [checkpoint] dir is empty"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -37,7 +37,7 @@ TEST_P(WatchdogTest, StoppedRankEndsTheJobWithinTheLimit) {
   write_file(dir + "/deck.toml",
              small_deck(c.tp, c.pp, c.dp, fmt::format("collective_timeout_s = {}\nmetrics = \"{}\"", kTimeoutS, metrics)));
   const std::string cmd = fmt::format("{} OPENBLAS_NUM_THREADS=1 {} -n {} {} train {}/deck.toml", without_parent_mpi_env(),
-                                      TRIDENT_MPIEXEC, ranks, trident_binary(), dir);
+                                      local_mpiexec(), ranks, trident_binary(), dir);
   BackgroundJob job(cmd, dir + "/out.txt");
   ASSERT_TRUE(wait_until([&] { return count_lines(metrics) >= 3 || job.wait_for(0); }, 120))
       << "the job did not reach step 3:\n" << job.output();

@@ -1,4 +1,4 @@
-// Data parallelism with ZeRO 0/1/2 (and full 3D layouts) against the serial run, with gradient
+// Data parallelism with ZeRO 0/1/2/3 (and full 3D layouts) against the serial run, with gradient
 // accumulation on. Registered at 2, 4 and 8 ranks (dp = 2, 4, 8). Tolerances: see kDpTolerance.
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 
 #include "common/test_support.hpp"
 #include "core/error.hpp"
-#include "distributed/zero_partition.hpp"
+#include "data_parallel/zero_partition.hpp"
 #include "kernels.hpp"
 #include "model/shapes.hpp"
 #include "parallel/parallel_test_util.hpp"
@@ -77,7 +77,8 @@ TEST_P(DataParallelZero, WholeWorldAsDataParallelMatchesSerial) {
 
 INSTANTIATE_TEST_SUITE_P(Stages, DataParallelZero,
                          ::testing::Values(DpCase{0, 25, true}, DpCase{0, 0.02, true}, DpCase{1, 0.02, true},
-                                           DpCase{2, 0.02, true}, DpCase{2, 25, true}, DpCase{2, 0.02, false}),
+                                           DpCase{2, 0.02, true}, DpCase{2, 25, true}, DpCase{2, 0.02, false},
+                                           DpCase{3, 0.02, true}, DpCase{3, 0.02, false}),
                          [](const auto& info) {
                            return fmt::format("zero{}_{}_{}", info.param.zero,
                                               info.param.bucket_mb < 1 ? "small_buckets" : "one_bucket",
@@ -103,6 +104,26 @@ TEST(DataParallel, ThreeDimensionalLayoutWithZero2MatchesSerial) {
   expect_layout_matches_serial({"mesh.tp=2", "mesh.pp=2", "mesh.dp=2", "mesh.schedule=gpipe", "mesh.zero=2",
                          "mesh.sequence_parallel=true", "mesh.bucket_mb=0.02"},
                         k3dTolerance);
+}
+
+// ZeRO-3 with tensor parallelism (every TP rank's shard partitioned over its DP group; with sequence
+// parallelism the replicated parameters' gradients are summed over TP on the partition), and with
+// full recompute (a layer's gathered parameters are acquired again inside its backward) and an untied
+// head (its own segment).
+TEST(DataParallel, Zero3WithTensorParallelMatchesSerial) {
+  if (world_size() < 4) TRIDENT_SKIP_NOT_APPLICABLE("tp 2 x dp >= 2 needs 4 or 8 ranks");
+  for (bool sp : {false, true}) {
+    SCOPED_TRACE(fmt::format("sequence_parallel {}", sp));
+    expect_layout_matches_serial({"mesh.tp=2", fmt::format("mesh.dp={}", world_size() / 2), "mesh.zero=3",
+                                  fmt::format("mesh.sequence_parallel={}", sp)},
+                                 k3dTolerance);
+  }
+}
+
+TEST(DataParallel, Zero3WithFullRecomputeAndUntiedHeadMatchesSerial) {
+  expect_layout_matches_serial({fmt::format("mesh.dp={}", world_size()), "mesh.zero=3", "train.recompute=full",
+                                "model.tie_embeddings=false"},
+                               kDpUntiedHeadTolerance);
 }
 
 // Chunks that start with a layer (middle stages, virtual stages) under every ZeRO stage.
@@ -166,13 +187,14 @@ int64_t stored_elements_of_workload() {
 // The optimizer state a ZeRO rank holds, against bytes computed from the shapes and the partition
 // rule (docs: contiguous ranges of whole 64-element units, units split as evenly as integers allow,
 // rank r from unit floor(r * units / dp)): two fp32 moments per element of its range. Without ZeRO
-// every rank holds the moments of the whole model; parameters and gradients are whole either way.
+// every rank holds the moments of the whole model. Gradients are whole up to zero 1, parameters up to
+// zero 2; zero 2 and 3 start with their range only (staging and gather buffers come with the first step).
 TEST(DataParallel, ZeroOptimizerStateBytesFollowThePartitionRule) {
   const int dp = world_size(), r = world_rank();
   const int64_t total = stored_elements_of_workload();
   const int64_t units = (total + 63) / 64;
   const int64_t begin = std::min(total, r * units / dp * 64), end = std::min(total, (r + 1) * units / dp * 64);
-  for (int zero : {0, 1, 2}) {
+  for (int zero : {0, 1, 2, 3}) {
     auto overrides = kWorkload;
     overrides.push_back(fmt::format("mesh.dp={}", dp));
     overrides.push_back(fmt::format("mesh.zero={}", zero));
@@ -181,9 +203,52 @@ TEST(DataParallel, ZeroOptimizerStateBytesFollowThePartitionRule) {
     auto kernels = make_kokkos_kernels();
     Trainer trainer(cfg, *kernels, &mesh);
     const MemoryAccount a = trainer.memory_account();
-    EXPECT_EQ(a.parameters, 4 * total) << "zero " << zero;
-    EXPECT_EQ(a.gradients, 4 * total) << "zero " << zero;
+    EXPECT_EQ(a.parameters, zero == 3 ? 4 * (end - begin) : 4 * total) << "zero " << zero << ", rank " << r;
+    EXPECT_EQ(a.gradients, zero >= 2 ? 4 * (end - begin) : 4 * total) << "zero " << zero << ", rank " << r;
     EXPECT_EQ(a.optimizer, zero == 0 ? 2 * 4 * total : 2 * 4 * (end - begin)) << "zero " << zero << ", rank " << r;
+  }
+}
+
+// ZeRO-2 keeps no whole-chunk gradient buffer, ZeRO-3 no whole-chunk parameter buffer either: after
+// training steps a rank's gradient (and with zero 3 parameter) memory is its range plus staging or
+// gather buffers, each no larger than the largest segment (the padded token embedding Vp x C, or one
+// layer), and a few of them at most, whatever the number of layers. With 12 layers (the model's
+// elements are about 10 times the largest segment) this is below the whole buffer zero 1 keeps at every
+// dp >= 2. Would fail if backward wrote whole-chunk gradients again, if forward kept every gathered
+// layer, or if a buffer pool grew with the layers.
+TEST(DataParallel, Zero2And3MemoryIsThePartitionPlusStaging) {
+  const int dp = world_size(), r = world_rank();
+  const int64_t V = 1009, Vp = (V + 7) / 8 * 8, C = 64, T = 16, L = 12;
+  const int64_t layer = 2 * C + (3 * C * C + 3 * C) + (C * C + C) + 2 * C + (4 * C * C + 4 * C) + (4 * C * C + C);
+  const int64_t total = Vp * C + T * C + L * layer + 2 * C;
+  const int64_t units = (total + 63) / 64;
+  const int64_t begin = std::min(total, r * units / dp * 64), end = std::min(total, (r + 1) * units / dp * 64);
+  const int64_t largest_segment = std::max(Vp * C, layer);
+  for (int zero : {2, 3}) {
+    SCOPED_TRACE(fmt::format("zero {}, rank {}", zero, r));
+    auto overrides = kWorkload;
+    overrides.insert(overrides.end(), {fmt::format("model.layers={}", L), fmt::format("mesh.dp={}", dp),
+                                       fmt::format("mesh.zero={}", zero), "train.steps=2"});
+    const Config cfg = small_deck(V, overrides);
+    ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
+    auto kernels = make_kokkos_kernels();
+    Trainer trainer(cfg, *kernels, &mesh);
+    if (zero == 3) {
+      EXPECT_EQ(trainer.memory_account().parameters, 4 * (end - begin)) << "at start-up";
+    }
+    trainer.train_step(1);
+    trainer.train_step(2);
+    const MemoryAccount a = trainer.memory_account();
+    EXPECT_GT(a.gradients, 4 * (end - begin)) << "no staging buffer was counted";
+    EXPECT_LE(a.gradients, 4 * ((end - begin) + 3 * largest_segment));
+    EXPECT_LT(a.gradients, 4 * total) << "gradients not below the whole gradient buffer";
+    if (zero == 2) {
+      EXPECT_EQ(a.parameters, 4 * total);
+    } else {
+      EXPECT_GT(a.parameters, 4 * (end - begin)) << "no gathered copy was counted";
+      EXPECT_LE(a.parameters, 4 * ((end - begin) + 3 * largest_segment));
+      EXPECT_LT(a.parameters, 4 * total) << "parameters not below the whole parameter buffer";
+    }
   }
 }
 

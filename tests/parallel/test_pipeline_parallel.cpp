@@ -187,7 +187,7 @@ TEST(PipelineParallel, FailingStageEndsTheJob) {
   const auto start = std::chrono::steady_clock::now();
   const int rc = run_command(fmt::format("cd {} && {} TRIDENT_INJECT_FAULT=pipeline-stage:1 {} -n 2 {} train deck.toml "
                                          "--set mesh.pp=2 --set runtime.mpi_wait=poll",
-                                         dir, without_parent_mpi_env(), TRIDENT_MPIEXEC, trident_binary()),
+                                         dir, without_parent_mpi_env(), local_mpiexec(), trident_binary()),
                              &out);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_NE(rc, 0) << out;

@@ -1,6 +1,6 @@
 #pragma once
 // Workloads of the planner tests, built directly (independent of the deck parser).
-#include "deck/config.hpp"
+#include "core/config.hpp"
 
 namespace trident::planner::test {
 

@@ -62,6 +62,9 @@ TEST(MemoryModel, ZeroPaperExample) {
   EXPECT_NEAR(model_state_bytes(psi, Precision::BF16, 2, 64).total() / 1e9, 16.6, 0.05);
   EXPECT_DOUBLE_EQ(model_state_bytes(psi, Precision::BF16, 1, 64).total(), 30e9 + 90e9 / 64);
   EXPECT_DOUBLE_EQ(model_state_bytes(psi, Precision::BF16, 2, 64).total(), 15e9 + 105e9 / 64);
+  // Stage 3 (P_os+g+p in the paper's Figure 1): everything / Nd = 120 GB / 64 = 1.9 GB.
+  EXPECT_NEAR(model_state_bytes(psi, Precision::BF16, 3, 64).total() / 1e9, 1.9, 0.05);
+  EXPECT_DOUBLE_EQ(model_state_bytes(psi, Precision::BF16, 3, 64).total(), 120e9 / 64);
 }
 
 TEST(MemoryModel, Fp32StatesAndZeroShards) {
@@ -76,7 +79,29 @@ TEST(MemoryModel, Fp32StatesAndZeroShards) {
   EXPECT_DOUBLE_EQ(s1.gradients, 4e6);
   const ModelStateBytes s2 = model_state_bytes(1e6, Precision::FP32, 2, 4);
   EXPECT_DOUBLE_EQ(s2.gradients, 1e6);
-  EXPECT_DOUBLE_EQ(s2.parameters, 4e6);  // stage 3 (sharded weights) is not offered
+  EXPECT_DOUBLE_EQ(s2.parameters, 4e6);
+  const ModelStateBytes s3 = model_state_bytes(1e6, Precision::FP32, 3, 4);
+  EXPECT_DOUBLE_EQ(s3.parameters, 1e6);
+  EXPECT_DOUBLE_EQ(s3.gradients, 1e6);
+  EXPECT_DOUBLE_EQ(s3.optimizer_moments, 2e6);
+}
+
+// ZeRO-2/3 buffers beside the partitions, GPT-2 124M (h 768, vocabulary 50257 unpadded) in fp32:
+// the token embedding segment 50257*768, a layer 12h^2 + 13h (c_attn 3h^2+3h, attn.c_proj h^2+h, c_fc
+// 4h^2+4h, mlp.c_proj 4h^2+h, two LayerNorms 4h). Staging: the largest segment + one layer; a tied
+// embedding shared by two stages adds its whole gradient on both. Gathered parameters: the largest
+// segment + two layers.
+TEST(MemoryModel, ZeroStagingAndGatherBuffers) {
+  Config cfg = test::gpt2_small_calibration();
+  Layout l = layout_of(cfg);
+  const double h = 768, wte = 50257 * h, layer = 12 * h * h + 13 * h;
+  EXPECT_DOUBLE_EQ(layer_params_per_rank(cfg.model, 1), layer);
+  EXPECT_DOUBLE_EQ(zero2_gradient_staging_bytes(cfg.model, l, 0, 4), 4 * (wte + layer));
+  EXPECT_DOUBLE_EQ(zero3_parameter_gather_bytes(cfg.model, l, 4), 4 * (wte + 2 * layer));
+  l.pp = 4;
+  EXPECT_DOUBLE_EQ(zero2_gradient_staging_bytes(cfg.model, l, 0, 4), 4 * (wte + layer + wte));
+  EXPECT_DOUBLE_EQ(zero2_gradient_staging_bytes(cfg.model, l, 1, 4), 4 * (layer + layer));
+  EXPECT_DOUBLE_EQ(zero2_gradient_staging_bytes(cfg.model, l, 3, 4), 4 * (wte + layer + wte));
 }
 
 // --- Korthikanti et al. 2022, Sec. 4 (16-bit activations, dropout), s=2048 b=1 h=12288 a=96 t=8 ------
@@ -128,6 +153,11 @@ TEST(MemoryModel, TridentFp32NoDropout) {
   EXPECT_DOUBLE_EQ(layer_activation_bytes(a, Recompute::Full), 4.0 * 196608);
   a.tp = 2;  // replicated 16, split 48/2 = 24, scores halved
   EXPECT_DOUBLE_EQ(layer_activation_bytes(a, Recompute::None), 40.0 * 196608 + 393216.0);
+  // Flash-style attention keeps the fp32 log-sum-exp of each row, a*s*b = 12*64*4 values (over t = 2),
+  // instead of the scores.
+  a.flash_attention = true;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(a, Recompute::None), 40.0 * 196608 + 4.0 * 12 * 64 * 4 / 2);
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(a, Recompute::Selective), 40.0 * 196608);
 }
 
 // In-flight micro-batches: GPipe holds m, 1F1B holds pp - stage (Narayanan et al. 2021), interleaved

@@ -85,7 +85,9 @@ TEST(PlanCommand, PinsFromTheCommandLine) {
 }
 
 TEST(PlanCommand, BadArgumentsAreRejected) {
-  EXPECT_THROW(run_plan(test::gpt3_175b(), {"--zero", "3"}), CLI::ValidationError);
+  EXPECT_THROW(run_plan(test::gpt3_175b(), {"--zero", "4"}), CLI::ValidationError);
+  // zero 3 needs pp = 1: pinned with a pipeline, no layout is left.
+  EXPECT_THROW(run_plan(test::gpt3_175b(), {"--zero", "3", "--pp", "16"}), Error);
   EXPECT_THROW(run_plan(test::gpt3_175b(), {"--recompute", "some"}), CLI::ValidationError);
   EXPECT_THROW(run_plan(test::gpt3_175b(), {"--top", "0"}), CLI::ValidationError);
   EXPECT_THROW(run_plan(test::gpt3_175b(), {"--cluster", "nope-80g"}), Error);
@@ -162,23 +164,23 @@ TEST(Calibration, CpuPredictionsAgainstMeasuredSteps) {
   const ClusterSpec cpu = cluster_preset("cpu");
   std::printf("| layout (tp x pp x dp) | ranks on 2 cores | micro-batches | predicted step s | compute | tp comm | bubble | "
               "dp+opt | predicted tokens/s | memory/rank GB |\n");
-  // Step times measured by `trident train` on the 2-core machine (benchmarks/README.md, "Planner
-  // calibration: measured", benchmarks/planner/calibrate.sh). Where the planner models what trident
-  // does (compute, TP) it must be within 10%; pipeline bubbles and DP overlap are known to be
-  // optimistic on 2 busy cores (up to 1.53x measured), so those rows get a band of [0.8, 1.7].
+  // Step times measured by `trident train` on the quiet 2-core machine (benchmarks/README.md, "Planner
+  // calibration: measured", benchmarks/planner/calibrate.sh build 5, 2026-11-23). Each row within 12%
+  // of the prediction (measured 0.91-1.09), except 2x2x2: 8 ranks on 2 cores, where the planner's
+  // even sharing of the cores (oversubscription) is optimistic (measured 1.25x); its band is [0.9, 1.4].
   struct Row {
     Layout layout;
     double measured_s, max_ratio;
   };
-  for (Row row : {Row{{1, 1, 1}, 5.45, 1.1}, Row{{2, 1, 1}, 2.73, 1.1}, Row{{1, 2, 1}, 5.38, 1.7},
-                  Row{{1, 1, 2}, 3.93, 1.7}, Row{{2, 2, 2}, 6.90, 1.7}}) {
+  for (Row row : {Row{{1, 1, 1}, 4.82, 1.12}, Row{{2, 1, 1}, 2.48, 1.12}, Row{{1, 2, 1}, 3.83, 1.12},
+                  Row{{1, 1, 2}, 4.00, 1.12}, Row{{2, 2, 2}, 8.49, 1.4}}) {
     Layout l = row.layout;
     l.micro_batch = 2;
     const LayoutEstimate e = evaluate(cfg, cpu, l);
     const auto& t = e.time;
     EXPECT_TRUE(e.fits);
     const double ratio = row.measured_s / e.step_s;
-    EXPECT_GT(ratio, row.max_ratio > 1.5 ? 0.8 : 0.9) << l.tp << "x" << l.pp << "x" << l.dp;
+    EXPECT_GT(ratio, 2.0 - row.max_ratio) << l.tp << "x" << l.pp << "x" << l.dp;
     EXPECT_LT(ratio, row.max_ratio) << l.tp << "x" << l.pp << "x" << l.dp;
     std::printf("| %d x %d x %d | %d | %lld | %.2f | %.2f | %.3f | %.2f | %.3f | %.0f | %.2f |\n", l.tp, l.pp, l.dp,
                 l.world(), (long long)t.micro_batches, e.step_s,

@@ -33,7 +33,7 @@
 #include "common/test_support.hpp"
 #include "data/dataset.hpp"
 #include "deck/deck.hpp"
-#include "io/safetensors.hpp"
+#include "safetensors/safetensors.hpp"
 #include "kernels.hpp"
 #include "model/gpt.hpp"
 #include "model/parameters.hpp"

@@ -9,7 +9,8 @@
 //                 of a pipelined run; collective MPI-IO writes at 8 ranks == independent ones.
 //   TrainReshard: written at (tp, pp, dp) = (2, 2, 2), resumed at (1,1,1), (4,1,2), (1,4,2), (2,1,4)
 //                 and with virtual stages: the losses continue within 1e-5 of the uninterrupted run.
-//   TrainZero:    the same with ZeRO: zero = 1 bitwise, and zero 0 -> 1 -> 2 -> 1 -> 0 and 2 -> 0.
+//   TrainZero:    the same with ZeRO: zero = 1 and zero = 3 bitwise, zero 0 -> 1 -> 2 -> 1 -> 0 and
+//                 2 -> 0, 2x2x2 zero 1 -> 1x1x4 zero 3 -> back, and zero 3 -> serial.
 //
 // "Interrupted" = a checkpoint directory holding what a run stopped after step 2 (or 3, 4, 5) leaves:
 // that step's checkpoint, copied from an uninterrupted run of the same deck, and `latest` naming it.
@@ -123,7 +124,7 @@ TrainRun train(int np, const std::string& dir, const std::vector<std::string>& s
   r.dir = dir;
   const std::string metrics = fresh("metrics") + ".jsonl";
   std::string cmd = fmt::format("{} OPENBLAS_NUM_THREADS=1 {} timeout -k 5 300 {} -n {} {} train {} --set runtime.metrics={}",
-                                without_parent_mpi_env(), env, TRIDENT_MPIEXEC, np, trident_binary(), deck_path(),
+                                without_parent_mpi_env(), env, local_mpiexec(), np, trident_binary(), deck_path(),
                                 metrics);
   if (!dir.empty())
     cmd += fmt::format(" --set checkpoint.dir={} --set checkpoint.every_steps={} --set checkpoint.keep=0", dir, every);
@@ -133,6 +134,7 @@ TrainRun train(int np, const std::string& dir, const std::vector<std::string>& s
   std::ifstream f(metrics);
   for (std::string line; std::getline(f, line);) {
     const auto j = nlohmann::json::parse(line);
+    if (j.contains("event")) continue;  // the resume marker
     r.loss[j.at("step").get<int64_t>()] = j.at("loss").get<double>();
   }
   return r;
@@ -280,11 +282,11 @@ TEST(TrainResume, CrashBetweenWritingAndRenamingLeavesLatestValid) {
   const TrainRun& ref = serial_reference();
   const std::string dir = interrupted_dir({ref.checkpoint(2)});
   // Resumes after step 2, trains steps 3 and 4, dies writing step 4's checkpoint before the rename.
-  const TrainRun crashed = train(1, dir, mesh(1, 1, 1), 2, "TRIDENT_CHECKPOINT_CRASH=before_rename");
+  const TrainRun crashed = train(1, dir, mesh(1, 1, 1), 2, "TRIDENT_INJECT_FAULT=checkpoint-crash:before_rename");
   // The process _Exit(86)s; how the launcher reports that varies (Hydra has said 86, and 1 with
   // "Hangup"), so the test holds it to a failed run that printed the crash.
   EXPECT_NE(crashed.rc, 0) << crashed.out;
-  EXPECT_THAT(crashed.out, HasSubstr("TRIDENT_CHECKPOINT_CRASH=before_rename: exiting as a crash would"));
+  EXPECT_THAT(crashed.out, HasSubstr("TRIDENT_INJECT_FAULT=checkpoint-crash:before_rename: exiting as a crash would"));
   EXPECT_TRUE(fs::exists(dir + "/step_00000004.h5.tmp"));
   EXPECT_FALSE(fs::exists(dir + "/step_00000004.h5"));
   EXPECT_EQ(latest_checkpoint(dir), dir + "/step_00000002.h5");
@@ -340,9 +342,9 @@ TEST(TrainResume, UnusableCheckpointDirectoryFailsAtStartUp) {
 }
 
 // SIGUSR1 asks for a checkpoint at the end of the current step (in-process: the signal is raised
-// before step 1, so step 1 is checkpointed besides the end of training).
+// before step 1, so step 1 is checkpointed besides the end of training; checkpoint-continue goes on).
 TEST(TrainResume, Sigusr1RequestsACheckpoint) {
-  Config cfg = parse_deck(kDeck, "test.toml", {"runtime.mpi_wait=block"});
+  Config cfg = parse_deck(kDeck, "test.toml", {"runtime.mpi_wait=block", "runtime.on_signal=checkpoint-continue"});
   cfg.checkpoint.dir = fresh("signal");
   auto kernels = make_kokkos_kernels();
   {
@@ -432,6 +434,28 @@ TEST(TrainZero, ReshardZero0To1To2AndBack) {
   expect_close_losses(z0, ref, 6);
   const TrainRun z2to0 = train(8, interrupted_dir({z2.checkpoint(5)}), zero(0), 1);
   expect_close_losses(z2to0, ref, 6);
+}
+
+// ZeRO-3 keeps a partition of the parameters: a checkpoint gathers them, a resume keeps its range.
+// tp 2 x dp 2 at 4 ranks (two micro-batches accumulated per rank), bit for bit.
+TEST(TrainZero, Zero3InterruptedAndResumedEqualsUninterrupted) {
+  const auto sets = mesh(2, 1, 2, {"mesh.zero=3"});
+  expect_bitwise_resume(reference(4, sets), 4, sets);
+}
+
+// 2x2x2 zero 1 -> 1x1x4 zero 3 -> 2x2x2 zero 1, and zero 3 -> serial zero 0, each continuing the
+// uninterrupted 2x2x2 zero 1 run.
+TEST(TrainZero, ReshardZero1To3AndBackAndZero3ToSerial) {
+  const auto z1_sets = mesh(2, 2, 2, {"mesh.zero=1"});
+  const TrainRun& ref = reference(8, z1_sets);
+  const TrainRun z3 = train(4, interrupted_dir({ref.checkpoint(2)}), mesh(1, 1, 4, {"mesh.zero=3"}), 1);
+  expect_close_losses(z3, ref, 3);
+  EXPECT_THAT(z3.out, HasSubstr("written with tp 2 pp 2 dp 2 zero 1 virtual_stages 1 on 8 ranks"));
+  const TrainRun back = train(8, interrupted_dir({z3.checkpoint(4)}), z1_sets, 1);
+  expect_close_losses(back, ref, 5);
+  EXPECT_THAT(back.out, HasSubstr("written with tp 1 pp 1 dp 4 zero 3 virtual_stages 1 on 4 ranks"));
+  const TrainRun serial = train(1, interrupted_dir({z3.checkpoint(5)}), mesh(1, 1, 1), 1);
+  expect_close_losses(serial, ref, 6);
 }
 
 }  // namespace

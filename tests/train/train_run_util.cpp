@@ -36,7 +36,7 @@ TrainOutput run_train(int np, const std::string& deck, const std::vector<std::st
   write_file(r.dir + "/deck.toml", deck);
   std::string cmd = fmt::format("cd {} && {} OPENBLAS_NUM_THREADS=1 timeout -k 5 300 {} -n {} {} train deck.toml "
                                 "--set runtime.metrics=metrics.jsonl",
-                                r.dir, without_parent_mpi_env(), TRIDENT_MPIEXEC, np, trident_binary());
+                                r.dir, without_parent_mpi_env(), local_mpiexec(), np, trident_binary());
   for (const auto& s : sets) cmd += " --set " + s;
   r.rc = run_command(cmd, &r.out);
   r.out = "$ " + cmd + "\n" + r.out;

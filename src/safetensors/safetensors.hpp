@@ -11,6 +11,7 @@
 // header padded with spaces to a multiple of 8 bytes), atomically: a temporary file in the same
 // directory, fsync, rename, fsync of the directory.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -39,6 +40,12 @@ class SafetensorsReader {
   // or its dtype is another one.
   void read_f32(const std::string& name, float* out, const std::vector<int64_t>& expected_shape) const;
   std::vector<float> read_f32(const std::string& name, const std::vector<int64_t>& expected_shape) const;
+  // Copies elements [begin, begin + count) of tensor `name` (row-major) into out, converting as
+  // read_f32 does; throws naming the tensor when the range lies outside it.
+  void read_f32_range(const std::string& name, int64_t begin, int64_t count, float* out) const;
+  // Drops the mapped pages of tensor `name` from this process (they are re-read if used again):
+  // a rank that reads a model tensor by tensor keeps at most one tensor's pages resident.
+  void release(const std::string& name) const;
 
   // The "__metadata__" map (empty when absent).
   const std::map<std::string, std::string>& metadata() const;
@@ -58,9 +65,21 @@ struct SafetensorsTensor {
   const float* data = nullptr;
 };
 
+// One F32 tensor whose values `produce` returns when the writer reaches it: a file written from these
+// holds one tensor in memory at a time.
+struct SafetensorsStream {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::function<std::vector<float>()> produce;
+};
+
 // Writes `tensors` (names unique, not "__metadata__") as F32 with `metadata` to `path`, atomically.
 // Throws trident::Error naming the path on any I/O failure (the temporary file is removed).
 void write_safetensors(const std::string& path, const std::vector<SafetensorsTensor>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
+// The same, tensor by tensor (`produce` must return product(shape) values; an exception from it
+// leaves no file behind).
+void write_safetensors_streamed(const std::string& path, const std::vector<SafetensorsStream>& tensors,
+                                const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace trident

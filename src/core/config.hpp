@@ -17,6 +17,7 @@ enum class DataFormat { Text, LlmC, Megatron };
 enum class DataOrder { Sequential, Shuffle };
 enum class Backend { Cpu, Cuda };
 enum class MpiWait { Block, Poll };
+enum class OnSignal { CheckpointExit, CheckpointContinue };
 
 struct ModelConfig {
   int64_t vocab_size = 50257;
@@ -96,6 +97,7 @@ struct RuntimeConfig {
   double collective_timeout_s = 300;   // watchdog limit of one communication; 0 = off
   double checkpoint_timeout_s = 3600;  // watchdog limit of a checkpoint write or read; 0 = off
   bool memory_check = true;  // refuse to train a layout whose planner estimate exceeds the memory available
+  OnSignal on_signal = OnSignal::CheckpointExit;  // what SIGUSR1 does after its checkpoint (train/stop_signals.hpp)
 };
 
 struct Config {
@@ -128,5 +130,6 @@ const char* to_string(DataFormat v);
 const char* to_string(DataOrder v);
 const char* to_string(Backend v);
 const char* to_string(MpiWait v);
+const char* to_string(OnSignal v);
 
 }  // namespace trident

@@ -1,29 +1,35 @@
 #pragma once
-// Data parallelism: the DP reduction of the gradients in buckets, overlapped with backward, and the
-// ZeRO-1/2 sharded update's parameter gather. One per rank, over its DP group and its chunks.
+// Data parallelism: the DP reduction of the gradients, overlapped with backward, and the ZeRO sharded
+// update's parameter gather. One per rank, over its DP group and its chunks.
 //
-//   zero 0, 1  gradients all-reduced: every rank ends with the whole sum. A bucket's non-blocking
-//              all-reduce starts during the LAST micro-batch's backward, as soon as backward has
-//              finished the bucket (earlier micro-batches only accumulate locally).
-//   zero 2     during EVERY micro-batch's backward each finished bucket is reduced (MPI_Ireduce)
-//              to the rank(s) owning its elements; every rank then zeroes what it does not own, so
-//              the next micro-batch adds onto the owners' running sums only. The owner ends with
-//              the sum over micro-batches and ranks of its range; nobody holds the rest.
+//   zero 0, 1  gradients all-reduced: every rank ends with the whole sum. Buckets are contiguous
+//              ranges of a chunk's flat layout, cut from its end (where backward starts). A bucket's
+//              non-blocking all-reduce starts during the LAST micro-batch's backward, as soon as
+//              backward has finished the bucket (earlier micro-batches only accumulate locally).
+//   zero 2     a rank keeps the gradients of its own range only (ShardedGradients): backward writes
+//              each micro-batch's gradients segment by segment into reusable staging buffers, each
+//              segment is reduced to the rank(s) owning it as soon as it is closed, and the owners
+//              add it onto their partitions. There is no whole-chunk gradient buffer.
 //   zero 1, 2  each rank's AdamW updates its own range; gather_parameters() then broadcasts every
 //              range from its owner.
-// Buckets are contiguous ranges of a chunk's flat layout, cut from its end (where backward starts).
+//   zero 3     gradients as zero 2, and a rank keeps the parameters of its own range only
+//              (ShardedParameters): forward and backward gather each segment (a layer, the head, an
+//              embedding) over DP just before using it, prefetching the next, and drop it after. The
+//              update works on the partition and nothing is broadcast after it.
 // Elements [0, deferred) of a chunk (a tied embedding whose gradient must first be summed with the
 // other pipeline stage's copy) stay out of the buckets and are all-reduced by reduce_deferred().
 // A bucket being reduced is never written: before backward writes a range, the reductions of the
-// buckets it touches are completed (zero 2, GPipe: the head's gradients of micro-batch k+1 wait for
-// micro-batch k's reduction).
+// buckets it touches are completed.
 //
 // Host memory (the CPU backend); progress comes from MPI_Test calls at every backward hook, since
 // MPICH progresses non-blocking collectives only inside MPI calls.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "comm/group.hpp"
+#include "data_parallel/sharded_gradients.hpp"
+#include "data_parallel/sharded_parameters.hpp"
 #include "kernels.hpp"
 #include "model/gpt.hpp"
 
@@ -32,8 +38,8 @@ namespace trident {
 class GradientReducer {
  public:
   struct Options {
-    int zero = 0;                    // ZeRO stage (0, 1, 2)
-    int64_t bucket_elements = 1 << 22;
+    int zero = 0;                    // ZeRO stage (0 to 3)
+    int64_t bucket_elements = 1 << 22;  // zero 0/1 buckets; every zero: deferred and broadcast pieces
     bool overlap = true;             // false: nothing starts before the micro-batch's backward ends
     int micro_batches = 1;           // per step (backward calls per chunk)
   };
@@ -48,6 +54,20 @@ class GradientReducer {
   int64_t shard_begin(int c) const { return chunks_[size_t(c)].bounds[size_t(owner_range())]; }
   int64_t shard_end(int c) const { return chunks_[size_t(c)].bounds[size_t(owner_range()) + 1]; }
   int zero() const { return opt_.zero; }
+  // Chunk c's reduced gradients of this rank's range (after finish_backward, and reduce_deferred
+  // when there is a deferred range): element k is flat element shard_begin(c) + k.
+  float* range_gradients(int c);
+  // Chunk c's gradients of its deferred elements [0, deferred), before their DP reduction.
+  float* deferred_gradients(int c);
+  // Bytes of gradient memory of this rank's chunks (zero 2, 3: partitions and staging; else whole).
+  int64_t gradient_bytes() const;
+  // Chunk c's parameters of this rank's range (what its optimizer updates): element k is flat
+  // element shard_begin(c) + k.
+  float* range_parameters(int c);
+  // Bytes of parameter memory of this rank's chunks (zero 3: partitions and gathered copies; else whole).
+  int64_t parameter_bytes() const;
+  // Chunk c's whole parameters copied to `host` (layout total floats); collective over DP with zero 3.
+  void whole_parameters(int c, float* host);
 
   // Before the step's first forward (the gradients have just been zeroed).
   void start_step();
@@ -55,7 +75,7 @@ class GradientReducer {
   void finish_backward();
   // All-reduces the deferred ranges (after the tied-embedding sum over the embedding group).
   void reduce_deferred();
-  // ZeRO 1/2, after the update: every range broadcast from its owner.
+  // ZeRO 1/2, after the update: every range broadcast from its owner (zero 3: nothing to send).
   void gather_parameters();
 
   // Seconds this rank waited for DP communication in the last step, the part not hidden behind
@@ -81,13 +101,15 @@ class GradientReducer {
   void writing(Chunk& c, int64_t begin, int64_t end);
   void final_from(Chunk& c, int64_t from);
   void launch(Chunk& c, Bucket& b);
-  void complete(Chunk& c, Bucket& b);  // waits; zero 2: drops what this rank does not own
+  void complete(Bucket& b);
   void progress(Chunk& c);
 
   Group& dp_;
   Kernels& k_;
   Options opt_;
   std::vector<Chunk> chunks_;
+  std::unique_ptr<ShardedGradients> sharded_;  // zero 2, 3
+  std::unique_ptr<ShardedParameters> sharded_params_;  // zero 3
   double exposed_s_ = 0;
   int64_t reduced_bytes_ = 0;
 };

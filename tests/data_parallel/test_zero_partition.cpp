@@ -2,7 +2,7 @@
 // are balanced to within one alignment unit.
 #include <gtest/gtest.h>
 
-#include "distributed/zero_partition.hpp"
+#include "data_parallel/zero_partition.hpp"
 
 namespace trident {
 namespace {

@@ -13,7 +13,7 @@
 # Each case runs ROUNDS times in turn (load changes on a shared machine hit every case alike); figures
 # are medians over steps 2..N (step 1 is warm-up) and rounds. Rank 0's metrics are used.
 #
-#   benchmarks/distributed/run_dp_overlap.sh [BUILD_DIR]     (default: build; needs target trident)
+#   benchmarks/data_parallel/run_dp_overlap.sh [BUILD_DIR]     (default: build; needs target trident)
 #
 # Environment: ROUNDS (default 2), STEPS (default 6), OUT (folder for logs and metrics; default a
 # fresh temporary folder), MPIEXEC (default mpiexec), TABLE_ONLY (1: tabulate what is in OUT).
@@ -87,7 +87,7 @@ for mb in (1, 4, 25):
 print()
 print("ZeRO stages (dp 2, bucket 25 MB, overlapped): per rank, rank 0's account")
 print()
-print("| zero | step ms | DP wait ms | parameters MiB | gradients MiB | optimizer MiB | activations MiB | comm buffers MiB | account total MiB | peak RSS GiB |")
+print("| zero | step ms | DP wait ms | parameters MiB | gradients MiB | optimizer MiB | activations MiB | buffers MiB | allocated MiB | peak RSS GiB |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 mib = lambda b: b / 2**20
 for z in (0, 1, 2):
@@ -95,5 +95,5 @@ for z in (0, 1, 2):
     m = last["memory_bytes"]
     print(f"| {z} | {med(f'zero{z}', 'step_ms'):.0f} | {med(f'zero{z}', 'dp_wait_ms'):.1f} | {mib(m['parameters']):.1f} | "
           f"{mib(m['gradients']):.1f} | {mib(m['optimizer']):.1f} | {mib(m['activations']):.1f} | "
-          f"{mib(m['comm_buffers']):.1f} | {mib(m['total']):.1f} | {last['memory_gib']:.2f} |")
+          f"{mib(m['buffers']):.1f} | {mib(m['total'] - m['runtime']):.1f} | {last['memory_gib']:.2f} |")
 PY

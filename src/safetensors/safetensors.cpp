@@ -1,4 +1,4 @@
-#include "io/safetensors.hpp"
+#include "safetensors/safetensors.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -78,6 +78,38 @@ struct SafetensorsReader::Impl {
 
   [[noreturn]] void fail(const std::string& what) const {
     throw Error(fmt::format("safetensors file '{}': {}", file.path(), what));
+  }
+
+  // Elements [begin, begin + n) of tensor `name`, converted to float.
+  void convert(const std::string& name, int64_t begin, int64_t n, float* out) const {
+    const Entry& e = entry(name);
+    if (n == 0) return;
+    const int64_t item = dtype_size(e.dtype);
+    const uint8_t* src = file.data() + data_at + e.begin + begin * item;
+    if (e.dtype == "F32") {
+      std::memcpy(out, src, static_cast<size_t>(n) * 4);
+    } else if (e.dtype == "F16") {
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        out[i] = half_to_float(h);
+      }
+    } else if (e.dtype == "BF16") {
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        const uint32_t bits = static_cast<uint32_t>(h) << 16;
+        std::memcpy(&out[i], &bits, 4);
+      }
+    } else if (e.dtype == "F64") {
+      for (int64_t i = 0; i < n; ++i) {
+        double v;
+        std::memcpy(&v, src + 8 * i, 8);
+        out[i] = static_cast<float>(v);
+      }
+    } else {
+      fail(fmt::format("tensor '{}' has dtype {}; read_f32 accepts F32, F16, BF16 and F64", name, e.dtype));
+    }
   }
 
   const Entry& entry(const std::string& name) const {
@@ -198,33 +230,19 @@ void SafetensorsReader::read_f32(const std::string& name, float* out, const std:
   if (e.shape != expected_shape) {
     impl_->fail(fmt::format("tensor '{}' has shape {}, expected {}", name, shape_str(e.shape), shape_str(expected_shape)));
   }
-  const uint8_t* src = impl_->file.data() + impl_->data_at + e.begin;
-  const int64_t n = e.numel;
-  if (n == 0) return;
-  if (e.dtype == "F32") {
-    std::memcpy(out, src, static_cast<size_t>(n) * 4);
-  } else if (e.dtype == "F16") {
-    for (int64_t i = 0; i < n; ++i) {
-      uint16_t h;
-      std::memcpy(&h, src + 2 * i, 2);
-      out[i] = half_to_float(h);
-    }
-  } else if (e.dtype == "BF16") {
-    for (int64_t i = 0; i < n; ++i) {
-      uint16_t h;
-      std::memcpy(&h, src + 2 * i, 2);
-      const uint32_t bits = static_cast<uint32_t>(h) << 16;
-      std::memcpy(&out[i], &bits, 4);
-    }
-  } else if (e.dtype == "F64") {
-    for (int64_t i = 0; i < n; ++i) {
-      double v;
-      std::memcpy(&v, src + 8 * i, 8);
-      out[i] = static_cast<float>(v);
-    }
-  } else {
-    impl_->fail(fmt::format("tensor '{}' has dtype {}; read_f32 accepts F32, F16, BF16 and F64", name, e.dtype));
-  }
+  impl_->convert(name, 0, e.numel, out);
+}
+
+void SafetensorsReader::read_f32_range(const std::string& name, int64_t begin, int64_t count, float* out) const {
+  const Entry& e = impl_->entry(name);
+  if (begin < 0 || count < 0 || begin + count > e.numel)
+    impl_->fail(fmt::format("tensor '{}': elements [{}, {}) outside its {}", name, begin, begin + count, e.numel));
+  impl_->convert(name, begin, count, out);
+}
+
+void SafetensorsReader::release(const std::string& name) const {
+  const Entry& e = impl_->entry(name);
+  impl_->file.release(impl_->data_at + e.begin, e.end - e.begin);
 }
 
 std::vector<float> SafetensorsReader::read_f32(const std::string& name, const std::vector<int64_t>& expected_shape) const {
@@ -302,7 +320,23 @@ class TempFile {
 
 void write_safetensors(const std::string& path, const std::vector<SafetensorsTensor>& tensors,
                        const std::map<std::string, std::string>& metadata) {
-  std::vector<const SafetensorsTensor*> order;
+  std::vector<SafetensorsStream> streams;
+  streams.reserve(tensors.size());
+  for (const auto& t : tensors) {
+    int64_t numel = 1;
+    for (int64_t d : t.shape)  // bad shapes (negative, too large) are reported by the writer below
+      numel = d > 0 && numel <= std::numeric_limits<int64_t>::max() / 8 / d ? numel * d : 0;
+    if (numel > 0 && t.data == nullptr)
+      throw Error(fmt::format("cannot write safetensors file '{}': tensor '{}': null data", path, t.name));
+    const float* data = t.data;
+    streams.push_back({t.name, t.shape, [data, numel] { return std::vector<float>(data, data + numel); }});
+  }
+  write_safetensors_streamed(path, streams, metadata);
+}
+
+void write_safetensors_streamed(const std::string& path, const std::vector<SafetensorsStream>& tensors,
+                                const std::map<std::string, std::string>& metadata) {
+  std::vector<const SafetensorsStream*> order;
   order.reserve(tensors.size());
   for (const auto& t : tensors) order.push_back(&t);
   std::sort(order.begin(), order.end(), [](const auto* a, const auto* b) { return a->name < b->name; });
@@ -316,7 +350,7 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
   std::vector<int64_t> bytes;
   int64_t offset = 0;
   for (size_t i = 0; i < order.size(); ++i) {
-    const SafetensorsTensor& t = *order[i];
+    const SafetensorsStream& t = *order[i];
     auto bad = [&](const std::string& what) {
       throw Error(fmt::format("cannot write safetensors file '{}': tensor '{}': {}", path, t.name, what));
     };
@@ -328,7 +362,7 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
       if (d > 0 && numel > std::numeric_limits<int64_t>::max() / 8 / d) bad("shape too large");
       numel *= d;
     }
-    if (numel > 0 && t.data == nullptr) bad("null data");
+    if (numel > 0 && !t.produce) bad("no data");
     nlohmann::ordered_json e = nlohmann::ordered_json::object();
     e["dtype"] = "F32";
     e["shape"] = t.shape;
@@ -350,7 +384,12 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
   tmp.write_all(&n, 8);
   tmp.write_all(text.data(), text.size());
   for (size_t i = 0; i < order.size(); ++i) {
-    if (bytes[i] > 0) tmp.write_all(order[i]->data, static_cast<size_t>(bytes[i]));
+    if (bytes[i] == 0) continue;
+    const std::vector<float> data = order[i]->produce();
+    if (int64_t(data.size()) * 4 != bytes[i])
+      throw Error(fmt::format("cannot write safetensors file '{}': tensor '{}': {} values produced, its shape {} holds {}",
+                              path, order[i]->name, data.size(), shape_str(order[i]->shape), bytes[i] / 4));
+    tmp.write_all(data.data(), static_cast<size_t>(bytes[i]));
   }
   tmp.commit(path);
 }

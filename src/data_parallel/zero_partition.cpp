@@ -1,4 +1,4 @@
-#include "distributed/zero_partition.hpp"
+#include "data_parallel/zero_partition.hpp"
 
 #include <algorithm>
 

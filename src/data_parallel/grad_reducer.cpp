@@ -1,10 +1,10 @@
-#include "distributed/grad_reducer.hpp"
+#include "data_parallel/grad_reducer.hpp"
 
 #include <algorithm>
 #include <chrono>
 
 #include "core/error.hpp"
-#include "distributed/zero_partition.hpp"
+#include "data_parallel/zero_partition.hpp"
 
 namespace trident {
 namespace {
@@ -20,15 +20,23 @@ GradientReducer::GradientReducer(Group& dp, Kernels& kernels, std::vector<GptMod
     : dp_(dp), k_(kernels), opt_(options) {
   TRIDENT_CHECK(deferred.size() == chunks.size(), "GradientReducer: one deferred range per chunk");
   TRIDENT_CHECK(opt_.bucket_elements > 0 && opt_.micro_batches > 0, "GradientReducer: bad options");
+  std::vector<std::vector<int64_t>> bounds;
   for (size_t i = 0; i < chunks.size(); ++i) {
     Chunk c;
     c.model = chunks[i];
     c.deferred = deferred[i];
     const int64_t total = c.model->layout().total();
     c.bounds = opt_.zero > 0 ? partition_flat(total, dp_.size()) : std::vector<int64_t>{0, total};
-    for (int64_t end = total; end > c.deferred; end -= opt_.bucket_elements)
-      c.buckets.push_back(Bucket{std::max(c.deferred, end - opt_.bucket_elements), end, false, {}});
+    bounds.push_back(c.bounds);
+    if (opt_.zero < 2)
+      for (int64_t end = total; end > c.deferred; end -= opt_.bucket_elements)
+        c.buckets.push_back(Bucket{std::max(c.deferred, end - opt_.bucket_elements), end, false, {}});
     chunks_.push_back(std::move(c));
+  }
+  if (opt_.zero >= 2) {
+    sharded_ = std::make_unique<ShardedGradients>(dp_, k_, chunks, bounds, deferred, !opt_.overlap);
+    if (opt_.zero == 3) sharded_params_ = std::make_unique<ShardedParameters>(dp_, k_, chunks, bounds);
+    return;
   }
   for (auto& c : chunks_) {
     Chunk* chunk = &c;
@@ -38,12 +46,54 @@ GradientReducer::GradientReducer(Group& dp, Kernels& kernels, std::vector<GptMod
 }
 
 GradientReducer::~GradientReducer() {
-  for (auto& c : chunks_) c.model->set_gradient_hooks({});
+  if (!sharded_)
+    for (auto& c : chunks_) c.model->set_gradient_hooks({});
+}
+
+float* GradientReducer::range_gradients(int c) {
+  if (sharded_) return sharded_->partition(c);
+  return chunks_[size_t(c)].model->grads() + shard_begin(c);
+}
+
+float* GradientReducer::deferred_gradients(int c) {
+  if (sharded_) return sharded_->deferred(c);
+  return chunks_[size_t(c)].model->grads();
+}
+
+int64_t GradientReducer::gradient_bytes() const {
+  if (sharded_) return sharded_->bytes();
+  int64_t n = 0;
+  for (const auto& c : chunks_) n += c.model->layout().total();
+  return n * int64_t(sizeof(float));
+}
+
+float* GradientReducer::range_parameters(int c) {
+  if (sharded_params_) return sharded_params_->partition(c);
+  return chunks_[size_t(c)].model->params() + shard_begin(c);
+}
+
+int64_t GradientReducer::parameter_bytes() const {
+  if (sharded_params_) return sharded_params_->bytes();
+  int64_t n = 0;
+  for (const auto& c : chunks_) n += c.model->layout().total();
+  return n * int64_t(sizeof(float));
+}
+
+void GradientReducer::whole_parameters(int c, float* host) {
+  if (sharded_params_) return sharded_params_->gather_whole(c, host);
+  GptModel& model = *chunks_[size_t(c)].model;
+  k_.copy_to_host(host, model.params(), model.layout().total());
 }
 
 void GradientReducer::start_step() {
   exposed_s_ = 0;
   reduced_bytes_ = 0;
+  if (sharded_params_) sharded_params_->take_wait_s();  // validation's gathers are not the step's
+  if (sharded_) {
+    sharded_->reset_counters();
+    sharded_->start_step();
+    return;
+  }
   for (auto& c : chunks_) {
     c.backwards_done = 0;
     // Every bucket is reduced once per step, even one no micro-batch wrote (its sum is zero).
@@ -54,18 +104,14 @@ void GradientReducer::start_step() {
 void GradientReducer::writing(Chunk& c, int64_t begin, int64_t end) {
   for (auto& b : c.buckets) {
     if (b.end <= begin || b.begin >= end) continue;
-    if (!b.requests.empty()) {
-      // Only ZeRO-2 reduces a bucket before the last micro-batch; an all-reduce already started
-      // would be summed twice if written again.
-      TRIDENT_CHECK(opt_.zero == 2, "internal: gradients [{}, {}) written after their all-reduce started", begin, end);
-      complete(c, b);
-    }
+    // An all-reduce already started would be summed twice if its range were written again.
+    TRIDENT_CHECK(b.requests.empty(), "internal: gradients [{}, {}) written after their all-reduce started", begin, end);
     b.dirty = true;
   }
 }
 
 void GradientReducer::final_from(Chunk& c, int64_t from) {
-  const bool reducing = opt_.zero == 2 || c.backwards_done == opt_.micro_batches - 1;
+  const bool reducing = c.backwards_done == opt_.micro_batches - 1;
   if (reducing && (opt_.overlap || from == 0))
     for (auto& b : c.buckets)
       if (b.dirty && b.requests.empty() && b.begin >= from) launch(c, b);
@@ -74,36 +120,22 @@ void GradientReducer::final_from(Chunk& c, int64_t from) {
     // Without overlap, this micro-batch's reduction is waited for here, before anything else runs.
     if (reducing && !opt_.overlap)
       for (auto& b : c.buckets)
-        if (!b.requests.empty()) complete(c, b);
+        if (!b.requests.empty()) complete(b);
   }
   progress(c);
 }
 
 void GradientReducer::launch(Chunk& c, Bucket& b) {
-  float* g = c.model->grads();
   b.dirty = false;
   reduced_bytes_ += (b.end - b.begin) * int64_t(sizeof(float));
-  if (opt_.zero < 2) {
-    b.requests.push_back(dp_.iall_reduce(g + b.begin, b.end - b.begin));
-    return;
-  }
-  // One reduce per owner whose range the bucket overlaps (usually one, two at a range boundary).
-  for (int r = 0; r < dp_.size(); ++r) {
-    const int64_t first = std::max(b.begin, c.bounds[size_t(r)]), last = std::min(b.end, c.bounds[size_t(r) + 1]);
-    if (first < last) b.requests.push_back(dp_.ireduce(g + first, last - first, r));
-  }
+  b.requests.push_back(dp_.iall_reduce(c.model->grads() + b.begin, b.end - b.begin));
 }
 
-void GradientReducer::complete(Chunk& c, Bucket& b) {
+void GradientReducer::complete(Bucket& b) {
   const auto t0 = std::chrono::steady_clock::now();
   dp_.wait_all(b.requests);
   b.requests.clear();
   exposed_s_ += seconds_since(t0);
-  if (opt_.zero < 2) return;
-  const int64_t mine0 = c.bounds[size_t(owner_range())], mine1 = c.bounds[size_t(owner_range()) + 1];
-  float* g = c.model->grads();
-  if (b.begin < std::min(b.end, mine0)) k_.fill(g + b.begin, 0.f, std::min(b.end, mine0) - b.begin);
-  if (std::max(b.begin, mine1) < b.end) k_.fill(g + std::max(b.begin, mine1), 0.f, b.end - std::max(b.begin, mine1));
 }
 
 void GradientReducer::progress(Chunk& c) {
@@ -118,15 +150,29 @@ void GradientReducer::progress(Chunk& c) {
 }
 
 void GradientReducer::finish_backward() {
+  if (sharded_) {
+    sharded_->finish_backward();
+    exposed_s_ += sharded_->exposed_s();
+    reduced_bytes_ += sharded_->reduced_bytes();
+    sharded_->reset_counters();
+    return;
+  }
   for (auto& c : chunks_) {
     for (auto& b : c.buckets)
       if (b.dirty && b.requests.empty()) launch(c, b);
     for (auto& b : c.buckets)
-      if (!b.requests.empty()) complete(c, b);
+      if (!b.requests.empty()) complete(b);
   }
 }
 
 void GradientReducer::reduce_deferred() {
+  if (sharded_) {
+    sharded_->reduce_deferred(opt_.bucket_elements);
+    exposed_s_ += sharded_->exposed_s();
+    reduced_bytes_ += sharded_->reduced_bytes();
+    sharded_->reset_counters();
+    return;
+  }
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Request> pending;
   for (auto& c : chunks_)
@@ -140,6 +186,11 @@ void GradientReducer::reduce_deferred() {
 }
 
 void GradientReducer::gather_parameters() {
+  if (sharded_params_) {
+    sharded_params_->check_released();
+    exposed_s_ += sharded_params_->take_wait_s();  // the step's gather waits, not hidden by compute
+    return;
+  }
   if (opt_.zero == 0) return;
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Request> pending;

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The sanitizer stage of CI (`make build-asan`, `make test-asan`): builds trident and the unit and MPI
+# test programs with AddressSanitizer + UndefinedBehaviorSanitizer (-Og, every finding fatal) and runs
+# their 1- and 2-rank entries, plus the 4-rank pipeline and data-parallel ones. The 8-rank entries, the
+# PyTorch reference and the fault sweeps run only in the release stage: under the sanitizers they would
+# double the CI time without reaching code that the entries below do not reach.
+#   scripts/sanitizer-tests.sh BUILD_DIR build|test|all
+# Packages are installed by the make targets (scripts/install-deps.sh), not here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:?usage: sanitizer-tests.sh BUILD_DIR build|test|all}
+what=${2:?usage: sanitizer-tests.sh BUILD_DIR build|test|all}
+jobs=${JOBS:-$(nproc)}
+
+programs=(test_core test_deck test_data test_zero_partition test_checkpoint test_comm_layout test_comm_mesh
+          test_kernels test_planner test_training_invariants test_fault_deck_defects test_fault_deck_fuzz
+          test_tensor_parallel test_pipeline_parallel test_data_parallel test_gradient_finishing
+          test_train_reports checkpoint_io_errors)
+entries="^(test_(core|deck|zero_partition|comm_layout|kernels|planner|training_invariants|train_reports)_np1"
+entries+="|test_(data|checkpoint|comm_mesh|tensor_parallel|gradient_finishing)_np[12]"
+entries+="|test_(pipeline_parallel|data_parallel)_np[124]|test_fault_deck_(defects|fuzz)_np1|checkpoint_io_errors_np[12])$"
+
+if [[ $what == build || $what == all ]]; then
+  # -g1: line tables only (file:line in the sanitizers' stack traces), a faster build than full -g.
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DTRIDENT_SANITIZE=ON \
+    -DTRIDENT_CUDA=OFF -DTRIDENT_BUILD_BENCHMARKS=OFF ${CMAKE_ARGS_ASAN:-}
+  cmake --build "$build" -j"$jobs" --target trident "${programs[@]}"
+fi
+if [[ $what == test || $what == all ]]; then
+  # detect_leaks=0: MPICH and HDF5 keep allocations until exit by design; leaks are not what this
+  # stage looks for. The fuzz tests run fewer cases here (the release stage runs them all).
+  cd "$build"
+  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 TRIDENT_FUZZ_CASES=60 \
+    ctest --output-on-failure -j"$jobs" -R "$entries"
+fi

@@ -1,0 +1,140 @@
+#include "data_parallel/sharded_parameters.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.hpp"
+
+namespace trident {
+
+class ShardedParameters::Source : public ParameterSource {
+ public:
+  Source(ShardedParameters& owner, int chunk) : owner_(owner), chunk_(chunk) {}
+  const float* acquire(int64_t begin, int64_t end) override { return owner_.acquire(chunk_, begin, end); }
+  void release(int64_t begin, int64_t end) override { owner_.release(chunk_, begin, end); }
+  void prefetch(int64_t begin, int64_t end) override { owner_.prefetch(chunk_, begin, end); }
+
+ private:
+  ShardedParameters& owner_;
+  int chunk_;
+};
+
+ShardedParameters::ShardedParameters(Group& dp, Kernels& kernels, std::vector<GptModel*> chunks,
+                                     std::vector<std::vector<int64_t>> bounds)
+    : dp_(dp), k_(kernels) {
+  TRIDENT_CHECK(chunks.size() == bounds.size(), "ShardedParameters: one range set per chunk");
+  chunks_.resize(chunks.size());
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    Chunk& c = chunks_[i];
+    c.model = chunks[i];
+    c.bounds = std::move(bounds[i]);
+    TRIDENT_CHECK(c.bounds.size() == size_t(dp_.size()) + 1, "ShardedParameters: {} ranges for dp {}",
+                  c.bounds.size() - 1, dp_.size());
+    c.mine0 = c.bounds[size_t(dp_.rank())];
+    c.mine1 = c.bounds[size_t(dp_.rank()) + 1];
+    c.partition = k_.alloc(std::max<int64_t>(c.mine1 - c.mine0, 1));
+    c.source = std::make_unique<Source>(*this, int(i));
+    c.model->set_parameter_source(c.source.get());
+  }
+}
+
+ShardedParameters::~ShardedParameters() {
+  for (auto& c : chunks_) {
+    for (auto& g : c.gathered) dp_.wait_all(g.requests);
+    k_.free(c.partition);
+  }
+  for (auto& b : pool_) k_.free(b.data);
+}
+
+int64_t ShardedParameters::bytes() const {
+  int64_t n = 0;
+  for (const auto& c : chunks_) n += c.mine1 - c.mine0;
+  for (const auto& b : pool_) n += b.capacity;
+  return n * int64_t(sizeof(float));
+}
+
+double ShardedParameters::take_wait_s() {
+  const double s = wait_s_;
+  wait_s_ = 0;
+  return s;
+}
+
+// The smallest free buffer that fits, else a new one (gathered segments are released right after
+// their use, so the pool stays at the few sizes in use at once).
+ShardedParameters::Buffer* ShardedParameters::take_buffer(int64_t n) {
+  Buffer* best = nullptr;
+  for (auto& b : pool_)
+    if (!b.busy && b.capacity >= n && (!best || b.capacity < best->capacity)) best = &b;
+  if (!best) {
+    pool_.push_back(Buffer{k_.alloc(n), n, false});
+    best = &pool_.back();
+  }
+  best->busy = true;
+  return best;
+}
+
+ShardedParameters::Gathered& ShardedParameters::start_gather(Chunk& chunk, int64_t begin, int64_t end) {
+  Gathered g{begin, end, take_buffer(end - begin), {}, false};
+  const int64_t first = std::max(begin, chunk.mine0), last = std::min(end, chunk.mine1);
+  if (first < last) k_.copy(g.buffer->data + (first - begin), chunk.partition + (first - chunk.mine0), last - first);
+  for (int r = 0; r < dp_.size(); ++r) {
+    const int64_t a = std::max(begin, chunk.bounds[size_t(r)]), b = std::min(end, chunk.bounds[size_t(r) + 1]);
+    if (a < b) g.requests.push_back(dp_.ibroadcast(g.buffer->data + (a - begin), b - a, r));
+  }
+  chunk.gathered.push_back(std::move(g));
+  return chunk.gathered.back();
+}
+
+void ShardedParameters::prefetch(int c, int64_t begin, int64_t end) {
+  Chunk& chunk = chunks_[size_t(c)];
+  for (const auto& g : chunk.gathered)
+    if (g.begin == begin) return;
+  start_gather(chunk, begin, end);
+}
+
+const float* ShardedParameters::acquire(int c, int64_t begin, int64_t end) {
+  Chunk& chunk = chunks_[size_t(c)];
+  Gathered* g = nullptr;
+  for (auto& x : chunk.gathered)
+    if (x.begin == begin) g = &x;
+  if (!g) g = &start_gather(chunk, begin, end);
+  TRIDENT_CHECK(g->end == end && !g->acquired, "internal: parameters [{}, {}) acquired twice", begin, end);
+  const auto t0 = std::chrono::steady_clock::now();
+  dp_.wait_all(g->requests);
+  g->requests.clear();
+  wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  g->acquired = true;
+  return g->buffer->data;
+}
+
+void ShardedParameters::release(int c, int64_t begin, int64_t end) {
+  Chunk& chunk = chunks_[size_t(c)];
+  const auto it = std::find_if(chunk.gathered.begin(), chunk.gathered.end(),
+                               [&](const Gathered& g) { return g.begin == begin && g.acquired; });
+  TRIDENT_CHECK(it != chunk.gathered.end(), "internal: releasing parameters [{}, {}) not acquired", begin, end);
+  it->buffer->busy = false;
+  chunk.gathered.erase(it);
+}
+
+void ShardedParameters::check_released() const {
+  for (const auto& c : chunks_)
+    for (const auto& g : c.gathered)
+      TRIDENT_CHECK(false, "internal: gathered parameters [{}, {}) still held at the end of a step", g.begin, g.end);
+}
+
+void ShardedParameters::gather_whole(int c, float* host) {
+  Chunk& chunk = chunks_[size_t(c)];
+  const int64_t total = chunk.model->layout().total();
+  float* whole = k_.alloc(std::max<int64_t>(total, 1));
+  std::vector<Request> pending;
+  if (chunk.mine1 > chunk.mine0) k_.copy(whole + chunk.mine0, chunk.partition, chunk.mine1 - chunk.mine0);
+  for (int r = 0; r < dp_.size(); ++r)
+    if (chunk.bounds[size_t(r) + 1] > chunk.bounds[size_t(r)])
+      pending.push_back(dp_.ibroadcast(whole + chunk.bounds[size_t(r)],
+                                       chunk.bounds[size_t(r) + 1] - chunk.bounds[size_t(r)], r));
+  dp_.wait_all(pending);
+  k_.copy_to_host(host, whole, total);
+  k_.free(whole);
+}
+
+}  // namespace trident

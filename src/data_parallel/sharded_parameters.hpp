@@ -1,0 +1,83 @@
+#pragma once
+// ZeRO-3 parameter storage: a DP rank keeps the parameters of its own ZeRO range only (the values its
+// optimizer updates), and every chunk reads whole segments through a ParameterSource.
+//
+// Acquiring a segment (a layer, the head's tail, an embedding) gathers it over the DP group into a
+// buffer from a pool: one non-blocking broadcast from each DP rank whose range the segment overlaps
+// (the owner first copies its part in). Releasing it returns the buffer. prefetch() starts the gather
+// of the segment the model will acquire next, so it overlaps the current segment's compute; every DP
+// rank runs the same schedule, so the collectives are issued in the same order everywhere. A gathered
+// copy lives from just before a segment's forward (or backward) to just after it: the pool holds
+// about one buffer per distinct segment size plus one prefetched, none larger than the largest
+// segment (the token embedding, Vp/tp x hidden, or a layer).
+//
+// Host memory (the CPU backend).
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <vector>
+
+#include "comm/group.hpp"
+#include "kernels.hpp"
+#include "model/gpt.hpp"
+
+namespace trident {
+
+class ShardedParameters {
+ public:
+  // Installs itself as the parameter source of every chunk (which frees their whole parameter
+  // buffers). `bounds[c]`: chunk c's ZeRO ranges (dp + 1 boundaries).
+  ShardedParameters(Group& dp, Kernels& kernels, std::vector<GptModel*> chunks,
+                    std::vector<std::vector<int64_t>> bounds);
+  ~ShardedParameters();
+  ShardedParameters(const ShardedParameters&) = delete;
+  ShardedParameters& operator=(const ShardedParameters&) = delete;
+
+  // Chunk c's parameters of this rank's range: element k is flat element range begin + k.
+  float* partition(int c) { return chunks_[size_t(c)].partition; }
+  // The whole of chunk c's parameters, gathered over DP into `host` (layout total floats) on every
+  // DP rank (checkpoints, tests). Collective over the DP group.
+  void gather_whole(int c, float* host);
+  // Checks that no gathered copy outlives the step (before the update changes the partitions).
+  void check_released() const;
+  // Bytes of parameter memory: partitions and the gather pool as allocated so far.
+  int64_t bytes() const;
+  // Seconds spent waiting for gathers since the last call.
+  double take_wait_s();
+
+ private:
+  struct Buffer {
+    float* data = nullptr;
+    int64_t capacity = 0;
+    bool busy = false;
+  };
+  struct Gathered {
+    int64_t begin = 0, end = 0;
+    Buffer* buffer = nullptr;
+    std::vector<Request> requests;  // empty once complete
+    bool acquired = false;
+  };
+  class Source;
+  struct Chunk {
+    GptModel* model = nullptr;
+    std::vector<int64_t> bounds;
+    int64_t mine0 = 0, mine1 = 0;
+    float* partition = nullptr;
+    std::list<Gathered> gathered;
+    std::unique_ptr<Source> source;
+  };
+
+  const float* acquire(int c, int64_t begin, int64_t end);
+  void release(int c, int64_t begin, int64_t end);
+  void prefetch(int c, int64_t begin, int64_t end);
+  Gathered& start_gather(Chunk& chunk, int64_t begin, int64_t end);
+  Buffer* take_buffer(int64_t n);
+
+  Group& dp_;
+  Kernels& k_;
+  std::vector<Chunk> chunks_;
+  std::list<Buffer> pool_;
+  double wait_s_ = 0;
+};
+
+}  // namespace trident

@@ -1,0 +1,87 @@
+#include "train/stop_signals.hpp"
+
+#include <signal.h>
+
+#include <chrono>
+
+#include "comm/group.hpp"
+#include "core/log.hpp"
+
+namespace trident {
+namespace {
+
+volatile sig_atomic_t g_usr1 = 0;
+volatile sig_atomic_t g_term = 0;
+
+void on_usr1(int) { g_usr1 = g_usr1 + 1; }
+void on_term(int) { g_term = g_term + 1; }
+
+void install(int sig, void (*handler)(int)) {
+  struct sigaction sa {};
+  sa.sa_handler = handler;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(sig, &sa, nullptr);
+}
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+}  // namespace
+
+void install_stop_signal_counters() {
+  install(SIGUSR1, on_usr1);
+  install(SIGTERM, on_term);
+}
+
+StopSignalsHeld::StopSignalsHeld() {
+  sigset_t held;
+  sigemptyset(&held);
+  sigaddset(&held, SIGUSR1);
+  sigaddset(&held, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &held, &previous_);
+}
+
+StopSignalsHeld::~StopSignalsHeld() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+
+long usr1_count() { return g_usr1; }
+long term_count() { return g_term; }
+
+StopSignals::StopSignals(const Config& cfg, Group* world)
+    : checkpoints_(!cfg.checkpoint.dir.empty()), on_signal_(cfg.runtime.on_signal), world_(world) {}
+
+StopDecision StopSignals::poll(int64_t step) {
+  // Read once: a signal landing after this read stays pending for the next step.
+  const long usr1 = usr1_count(), term = term_count();
+  if (now_s() < coalesce_until_) {  // the tail of the signal just handled on the slower ranks
+    usr1_handled_ = usr1;
+    term_handled_ = term;
+  }
+  int32_t pending[2] = {usr1 != usr1_handled_ ? 1 : 0, term != term_handled_ ? 1 : 0};
+  // Watched like every collective: a stopped rank is named by the watchdog's message on group 'world'.
+  if (world_) world_->all_reduce(pending, 2, ReduceOp::Max);
+  usr1_handled_ = usr1;
+  term_handled_ = term;
+  StopDecision d;
+  if (!pending[0] && !pending[1]) return d;
+  d.signal = pending[1] ? "SIGTERM" : "SIGUSR1";
+  if (!checkpoints_) {
+    if (pending[1]) {
+      d.exit = true;
+      d.exit_code = 128 + SIGTERM;
+      log::warn("SIGTERM received by step {}: stopping without a checkpoint because [checkpoint] dir is empty", step);
+    } else {
+      log::warn("SIGUSR1 received by step {}: no checkpoint is written because [checkpoint] dir is empty", step);
+    }
+    return d;
+  }
+  d.checkpoint = true;
+  d.exit = pending[1] || on_signal_ == OnSignal::CheckpointExit;
+  d.exit_code = d.exit ? kExitCheckpointedOnSignal : 0;
+  log::warn("{} received by step {}: a checkpoint follows step {}{}", d.signal, step, step,
+            d.exit ? fmt::format(", then the run stops (exit status {})", kExitCheckpointedOnSignal) : "");
+  return d;
+}
+
+void StopSignals::checkpoint_done() { coalesce_until_ = now_s() + kSignalCoalesceS; }
+
+}  // namespace trident
