@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The sanitizer stage of CI (`make build-asan`, `make test-asan`): builds trident and the unit and MPI
 # test programs with AddressSanitizer + UndefinedBehaviorSanitizer (-Og, every finding fatal) and runs
-# their 1- and 2-rank entries, plus the 4-rank pipeline and data-parallel ones. The 8-rank entries, the
-# PyTorch reference and the fault sweeps run only in the release stage: under the sanitizers they would
-# double the CI time without reaching code that the entries below do not reach.
+# their 1- and 2-rank entries, plus the 4-rank data-parallel one (pp x dp and tp x dp with ZeRO). The
+# 8-rank entries, the 4-rank pipeline one (a middle stage of pp 4 receives and sends as the two stages
+# of pp 2 do), the PyTorch reference and the fault sweeps run only in the release stage: under the
+# sanitizers they would lengthen CI without reaching code that the entries below do not reach.
 #   scripts/sanitizer-tests.sh BUILD_DIR build|test|all
 # Packages are installed by the make targets (scripts/install-deps.sh), not here.
 set -euo pipefail
@@ -18,7 +19,7 @@ programs=(test_core test_deck test_data test_zero_partition test_checkpoint test
           test_train_reports checkpoint_io_errors)
 entries="^(test_(core|deck|zero_partition|comm_layout|kernels|planner|training_invariants|train_reports)_np1"
 entries+="|test_(data|checkpoint|comm_mesh|tensor_parallel|gradient_finishing)_np[12]"
-entries+="|test_(pipeline_parallel|data_parallel)_np[124]|test_fault_deck_(defects|fuzz)_np1|checkpoint_io_errors_np[12])$"
+entries+="|test_pipeline_parallel_np[12]|test_data_parallel_np[124]|test_fault_deck_(defects|fuzz)_np1|checkpoint_io_errors_np[12])$"
 
 if [[ $what == build || $what == all ]]; then
   # -g1: line tables only (file:line in the sanitizers' stack traces), a faster build than full -g.

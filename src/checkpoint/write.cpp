@@ -431,9 +431,9 @@ std::string write_checkpoint(const std::string& dir, const Config& cfg, const st
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   phases.commit = seconds_since(commit_start);
   log::info("checkpoint: wrote {} (step {}, {:.1f} MiB in {:.2f} s, {:.0f} MiB/s; rank 0: pack+checksum {:.2f} s, "
-            "HDF5 writes {:.2f} s, flush+fsync+rename+latest {:.2f} s)",
+            "HDF5 writes {:.2f} s ({}), flush+fsync+rename+latest {:.2f} s)",
             final_path, progress.step, bytes / 1048576.0, s, bytes / 1048576.0 / std::max(s, 1e-9), phases.pack,
-            phases.io, phases.commit);
+            phases.io, collective_data(cfg) ? "collective" : "independent", phases.commit);
   return final_path;
 }
 
