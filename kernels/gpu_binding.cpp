@@ -19,7 +19,7 @@ GpuChoice choose_gpu(int local_rank, int local_size, int visible, bool allow_sha
   if (visible >= local_size) return GpuChoice{local_rank, false};
   if (!allow_sharing)
     throw Error(fmt::format("{} ranks on this node but only {} visible GPUs ({}): one rank per GPU, or "
-                            "runtime.comm = \"mpi\" to let ranks share a GPU",
+                            "fewer ranks per node (ranks sharing a GPU are not supported yet)",
                             local_size, visible, visible_devices_note()));
   return GpuChoice{local_rank % visible, true};
 }

@@ -5,30 +5,11 @@
 #   benchmarks/slurm/kill_rank_trials.sh [TRIALS]
 source "$(dirname "$0")/common.sh"
 trials=${1:-20}
-cat > deck.toml <<DECK
-[model]
-vocab_size = 256
-seq_len = 32
-layers = 4
-hidden = 32
-heads = 4
-[train]
-steps = 1000000
-micro_batch = 2
-global_batch = 8
-lr_schedule = "constant"
-[data]
-format = "text"
-path = "/usr/share/common-licenses/GPL-3"
-[mesh]
-dp = "auto"
-[runtime]
-mpi_wait = "poll"
-DECK
+write_deck deck.toml  # tests/slurm/jobs.sh; trained "forever" below (train.steps=1000000)
 times=()
 for t in $(seq "$trials"); do
   m=$WORK/m$t.jsonl
-  id=$(submit k$t -N2 --ntasks-per-node=1 -- deck.toml --set runtime.metrics="$m")
+  id=$(submit k$t -N2 --ntasks-per-node=1 -- deck.toml --set train.steps=1000000 --set runtime.metrics="$m")
   wait_lines "$m" 5 600
   victim=$(rank_pids "$m" | tail -n1)
   t0=$(date +%s.%N)

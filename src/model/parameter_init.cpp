@@ -1,6 +1,7 @@
 // Counter-based initialisation of any slice of the model: element i of the whole tensor `name` is
 // f(seed, name, i), so a rank generates its TP slice of its pipeline chunks (or any element range
 // of them) without the rest of the model.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -24,28 +25,6 @@ float normal_at(uint64_t key, int64_t index) {
   const double u1 = ((splitmix64(key + 2 * uint64_t(index)) >> 11) + 1) * 0x1.0p-53;  // (0, 1]
   const double u2 = (splitmix64(key + 2 * uint64_t(index) + 1) >> 11) * 0x1.0p-53;   // [0, 1)
   return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
-}
-
-// Index in the whole tensor ([out, in] storage, vocabulary padded to Vp) of element (row, 0) of TP
-// rank tp_rank's slice: the elements of one local row are consecutive in the whole tensor too.
-int64_t global_row_start(const ParamTensor& t, int tp_rank, int64_t row) {
-  const int64_t rows = t.shape[0];
-  const int64_t cols = t.shape.size() > 1 ? t.shape[1] : 1;
-  const int64_t global_cols = t.global_shape.size() > 1 ? t.global_shape[1] : 1;
-  switch (t.split) {
-    case TpSplit::None:
-      return row * cols;
-    case TpSplit::Rows:
-      return (tp_rank * rows + row) * cols;
-    case TpSplit::Cols:
-      return row * global_cols + tp_rank * cols;
-    case TpSplit::QkvRows: {
-      const int64_t block = rows / 3, global_block = t.global_shape[0] / 3;  // rows of q (or k, v)
-      const int64_t b = row / block;
-      return (b * global_block + tp_rank * block + (row - b * block)) * cols;
-    }
-  }
-  TRIDENT_FAIL("{}: unknown TP split", t.name);
 }
 
 }  // namespace
@@ -77,14 +56,14 @@ void init_tensor_elements(const ParamTensor& t, const GptShapes& s, int tp_rank,
   // Vocabulary padding rows (>= V) of the embedding and the LM head stay zero.
   const bool padded = t.kind == ParamKind::Embedding && t.global_shape[0] == s.Vp;
   const int64_t real_end = padded ? s.V * cols : INT64_MAX;
-  for (int64_t k = begin; k < end;) {
-    const int64_t row = k / cols, stop = std::min(end, (row + 1) * cols);
-    const int64_t g0 = global_row_start(t, tp_rank, row) + (k - row * cols);
-    float* o = out + (k - begin);
-    for (int64_t i = 0; i < stop - k; ++i)
-      o[i] = g0 + i < real_end ? static_cast<float>(sd * normal_at(key, g0 + i)) : 0.0f;
-    k = stop;
-  }
+  // Element l of this rank's slice is element g of the whole tensor ([out, in] storage, vocabulary
+  // padded to Vp): its value does not depend on the TP layout.
+  for_each_slice_run(t, tp_rank, [&](int64_t g, int64_t l, int64_t n) {
+    for (int64_t k = std::max(l, begin); k < std::min(l + n, end); ++k) {
+      const int64_t index = g + (k - l);
+      out[k - begin] = index < real_end ? static_cast<float>(sd * normal_at(key, index)) : 0.0f;
+    }
+  });
 }
 
 void init_parameter_range(const ParameterLayout& layout, double std, uint64_t seed, int64_t begin, int64_t end,

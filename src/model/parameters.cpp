@@ -115,36 +115,6 @@ void save_hf_safetensors(const ParameterLayout& layout, const float* host, const
   write_safetensors(path, out, {{"format", "pt"}, {"producer", "trident"}});
 }
 
-namespace {
-
-// Calls copy(global_offset, local_offset, count) for each contiguous run of rank `local`'s slice of
-// tensor t inside the whole tensor (both offsets relative to the tensor's start).
-template <class Copy>
-void for_each_slice_run(const ParamTensor& t, int tp_rank, Copy copy) {
-  const int64_t rows = t.shape[0];
-  const int64_t cols = t.shape.size() > 1 ? t.shape[1] : 1;
-  const int64_t global_cols = t.global_shape.size() > 1 ? t.global_shape[1] : 1;
-  switch (t.split) {
-    case TpSplit::None:
-      copy(0, 0, t.numel);
-      break;
-    case TpSplit::Rows:
-      copy(tp_rank * rows * cols, 0, rows * cols);
-      break;
-    case TpSplit::Cols:
-      for (int64_t r = 0; r < rows; ++r) copy(r * global_cols + tp_rank * cols, r * cols, cols);
-      break;
-    case TpSplit::QkvRows: {
-      const int64_t block = rows / 3, global_block = t.global_shape[0] / 3;  // rows of q (or k, v)
-      for (int64_t b = 0; b < 3; ++b)
-        copy((b * global_block + tp_rank * block) * cols, b * block * cols, block * cols);
-      break;
-    }
-  }
-}
-
-}  // namespace
-
 void shard_parameters(const ParameterLayout& global, const float* global_host, const ParameterLayout& local,
                       float* local_host) {
   for (const auto& t : local.tensors()) {

@@ -1,6 +1,7 @@
-# Slurm job helpers (sourced), shared by the slurm-label tests (lib.sh) and the Slurm benchmarks
-# (benchmarks/slurm/common.sh). The caller sets SOURCE (the source tree), TRIDENT (the binary) and
-# WORK (where job outputs go); every job is submitted with jobs/train.sbatch, as a user would.
+# Slurm job helpers and the tiny deck they train (sourced), shared by the slurm-label tests (lib.sh)
+# and the Slurm benchmarks (benchmarks/slurm/common.sh). The caller sets SOURCE (the source tree),
+# TRIDENT (the binary) and WORK (where job outputs go); every job is submitted with jobs/train.sbatch,
+# as a user would.
 
 say() { printf '[%(%T)T] %s\n' -1 "$*"; }
 fail() { say "FAIL: $*"; exit 1; }
@@ -50,4 +51,36 @@ rank_pids() {
   local p
   for p in $(pgrep -f "$1" || true); do [[ $(cat "/proc/$p/comm" 2>/dev/null) == trident ]] && echo "$p"; done
   return 0
+}
+
+# A tiny deck: 4 layers (pp 2), 4 heads (tp 2), constant learning rate (the trajectory of the first
+# steps does not depend on train.steps); checkpoint.dir is given per job.
+write_deck() {
+  cat > "$1" <<DECK
+[model]
+vocab_size = 256
+seq_len = 32
+layers = 4
+hidden = 32
+heads = 4
+seed = 7
+[mesh]
+tp = 1
+pp = 1
+dp = "auto"
+[train]
+steps = 100
+micro_batch = 2
+global_batch = 8
+lr = 1e-3
+warmup_steps = 0
+lr_schedule = "constant"
+[data]
+format = "text"
+path = "/usr/share/common-licenses/GPL-3"
+order = "shuffle"
+[runtime]
+mpi_wait = "poll"
+log_every = 10
+DECK
 }
