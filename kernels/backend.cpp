@@ -38,8 +38,8 @@ class KokkosBackend final : public ComputeBackend {
 #if TRIDENT_HAVE_CUDA
 class CudaBackend final : public ComputeBackend {
  public:
-  CudaBackend(int local_rank, int local_size)
-      : gpu_(choose_gpu(local_rank, local_size, cuda::device_count(), /*allow_sharing=*/false).index) {
+  CudaBackend(int local_rank, int local_size, bool share_gpus)
+      : gpu_(choose_gpu(local_rank, local_size, cuda::device_count(), share_gpus).index) {
     cuda::set_device(gpu_);
     kernels_ = make_cuda_kernels();
   }
@@ -79,13 +79,14 @@ bool cuda_device_available() {
 #endif
 }
 
-std::unique_ptr<ComputeBackend> start_backend(Backend backend, int local_rank, int local_size) {
+std::unique_ptr<ComputeBackend> start_backend(Backend backend, int local_rank, int local_size, bool share_gpus) {
   if (backend == Backend::Cpu) return std::make_unique<KokkosBackend>();
 #if TRIDENT_HAVE_CUDA
-  return std::make_unique<CudaBackend>(local_rank, local_size);
+  return std::make_unique<CudaBackend>(local_rank, local_size, share_gpus);
 #else
   (void)local_rank;
   (void)local_size;
+  (void)share_gpus;
   require_cuda_build();  // throws: this build has no CUDA
   return nullptr;
 #endif

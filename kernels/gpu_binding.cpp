@@ -18,8 +18,8 @@ GpuChoice choose_gpu(int local_rank, int local_size, int visible, bool allow_sha
   if (visible == 1) return GpuChoice{0, false};
   if (visible >= local_size) return GpuChoice{local_rank, false};
   if (!allow_sharing)
-    throw Error(fmt::format("{} ranks on this node but only {} visible GPUs ({}): one rank per GPU, or "
-                            "fewer ranks per node (ranks sharing a GPU are not supported yet)",
+    throw Error(fmt::format("{} ranks on this node but only {} visible GPUs ({}): one rank per GPU with "
+                            "runtime.comm = \"nccl\"; fewer ranks per node, or runtime.comm = \"mpi\" to share GPUs",
                             local_size, visible, visible_devices_note()));
   return GpuChoice{local_rank % visible, true};
 }

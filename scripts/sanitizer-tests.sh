@@ -17,8 +17,8 @@ programs=(test_core test_deck test_data test_zero_partition test_checkpoint test
           test_kernels test_planner test_training_invariants test_fault_deck_defects test_fault_deck_fuzz
           test_tensor_parallel test_pipeline_parallel test_data_parallel test_gradient_finishing
           test_train_reports checkpoint_io_errors)
-entries="^(test_(core|deck|zero_partition|comm_layout|kernels|planner|training_invariants|train_reports)_np1"
-entries+="|test_(data|checkpoint|comm_mesh|tensor_parallel|gradient_finishing)_np[12]"
+entries="^(test_(core|deck|zero_partition|comm_layout|kernels|planner|training_invariants|train_reports|pipeline_on_nccl)_np1"
+entries+="|test_(data|checkpoint|comm_mesh|tensor_parallel|gradient_finishing|staged_transport)_np[12]"
 entries+="|test_pipeline_parallel_np[12]|test_data_parallel_np[124]|test_fault_deck_(defects|fuzz)_np1|checkpoint_io_errors_np[12])$"
 
 if [[ $what == build || $what == all ]]; then

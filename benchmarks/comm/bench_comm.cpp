@@ -36,7 +36,7 @@ std::unique_ptr<Group> g_world;  // the group under test
 std::unique_ptr<Group> g_sync;   // agrees on iteration times (same wait mode)
 
 double slowest(double seconds) {
-  g_sync->all_reduce(&seconds, 1, ReduceOp::Max);
+  g_sync->all_reduce_host(&seconds, 1, ReduceOp::Max);
   return seconds;
 }
 

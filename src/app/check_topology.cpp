@@ -7,6 +7,7 @@
 #include "app/commands.hpp"
 #include "app/memory_check.hpp"
 #include "app/slurm_startup.hpp"
+#include "app/backend_startup.hpp"
 #include "comm/mesh.hpp"
 #include "core/log.hpp"
 #include "planner/plan_command.hpp"
@@ -67,12 +68,12 @@ int run_topology(const DeckArgs& args) {
   check_mpi_matches_slurm(world);
   const Config cfg = load_deck_logged(args, DeckOptions{world});
   ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
-  // With the cuda backend every group gets its NCCL mirror, one GPU per rank by local rank.
-  if (cfg.runtime.backend == Backend::Cuda) mesh.attach_nccl();
+  // As `train` starts: GPUs bound, every group's tensor transport made (NCCL communicators created).
+  const auto backend = start_backend_on(mesh, cfg);
   const std::string text = mesh.describe();
   if (mesh.world_rank() == 0) {
     std::cout << text;
-    if (cfg.runtime.backend == Backend::Cuda) std::cout << "NCCL: every TP, PP, DP and world group mirrored\n";
+    std::cout << "tensor communication: " << to_string(mesh.tensor_transport()) << "\n";
     std::cout << std::flush;
   }
   return 0;

@@ -3,11 +3,10 @@
 
 #include <memory>
 
+#include "app/backend_startup.hpp"
 #include "app/commands.hpp"
 #include "app/memory_check.hpp"
 #include "app/slurm_startup.hpp"
-#include "backend.hpp"
-#include "comm/gpu_sharing.hpp"
 #include "comm/mesh.hpp"
 #include "comm/watchdog.hpp"
 #include "core/log.hpp"
@@ -42,9 +41,7 @@ int run_train(const DeckArgs& args) {
   const std::string topology = world <= kTopologyLogRanks ? mesh->describe() : "";
   if (!topology.empty()) log::info("topology:\n{}", topology.substr(0, topology.size() - 1));
   check_memory_fits(cfg, mesh->node().local_size);
-  const auto backend = start_backend(cfg.runtime.backend, mesh->node().local_rank, mesh->node().local_size);
-  log::info("compute backend: {}", backend->describe());
-  if (cfg.runtime.backend == Backend::Cuda) check_gpu_sharing(MPI_COMM_WORLD, mesh->node(), backend->device_uuid(), false);
+  const auto backend = start_backend_on(*mesh, cfg);
   Trainer trainer(cfg, backend->kernels(), mesh.get());
   trainer.run();
   return trainer.exit_code();

@@ -34,9 +34,10 @@ void check_gpu_sharing(MPI_Comm world, const NodeInfo& node, const std::string& 
   for (int a = 0; a < size; ++a) {
     for (int b = a + 1; b < size; ++b) {
       if (all[size_t(a)].node != all[size_t(b)].node || all[size_t(a)].uuid != all[size_t(b)].uuid) continue;
-      throw Error(fmt::format("ranks {} and {} on node {} both use GPU {}: one rank per GPU (NCCL cannot run two "
-                              "ranks on one device); give each task its own GPU (srun --gpus-per-task=1, or as "
-                              "many visible GPUs as tasks per node)",
+      throw Error(fmt::format("ranks {} and {} on node {} both use GPU {}: one rank per GPU with runtime.comm = "
+                              "\"nccl\" (NCCL cannot run two ranks on one device); give each task its own GPU "
+                              "(srun --gpus-per-task=1, or as many visible GPUs as tasks per node), or set "
+                              "runtime.comm = \"mpi\" (host-staged, slower) to share",
                               a, b, all[size_t(a)].node, all[size_t(a)].uuid.data()));
     }
   }

@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "comm/nccl.hpp"
+#include "comm/staging.hpp"
 #include "comm/watchdog.hpp"
 #include "core/error.hpp"
 
@@ -40,6 +41,11 @@ void check_mpi(int rc, const char* what) {
 
 }  // namespace
 
+const char* to_string(TensorTransport t) {
+  static const char* names[] = {"mpi (host memory)", "nccl", "mpi (staged through pinned host memory)"};
+  return names[static_cast<int>(t)];
+}
+
 const char* to_string(CommOp op) {
   static const char* names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "send", "recv", "reduce"};
   return names[static_cast<int>(op)];
@@ -63,12 +69,11 @@ Group::Group(std::string name, MPI_Comm comm, std::vector<int> world_ranks, MpiW
 
 Group::~Group() {
   nccl_.reset();
+  staging_.reset();
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized && comm_ != MPI_COMM_NULL && comm_ != MPI_COMM_WORLD) MPI_Comm_free(&comm_);
 }
-
-template <class T> bool Group::on_device(const T* p) const { return nccl_ && NcclComm::is_device_pointer(p); }
 
 // Waiting: MPICH's blocking waits busy-poll, which starves other ranks when there are more ranks than
 // cores; "poll" tests and sleeps 2 to 64 microseconds instead (see docs/architecture.md).
@@ -94,10 +99,37 @@ void Group::wait_mpi(MPI_Request* r, const char* operation, int peer) {
   counters_.seconds += MPI_Wtime() - start;
 }
 
-template <class T> void Group::all_reduce(T* data, int64_t n, ReduceOp op) {
-  if (size_ == 1) return;
-  counters_.add(CommOp::AllReduce, n * int64_t(sizeof(T)));
-  if (on_device(data)) return nccl_->all_reduce(data, n, nccl_type<T>(), op);
+void Group::use_nccl(void* compute_stream, bool point_to_point) {
+  TRIDENT_CHECK(transport_ == TensorTransport::Host, "internal: group '{}' is given its tensor transport twice",
+                name_);
+  nccl_ = std::make_unique<NcclComm>(comm_, compute_stream, *this, point_to_point);
+  transport_ = TensorTransport::Nccl;
+}
+
+void Group::use_staging(std::unique_ptr<DeviceCopies> copies) {
+  TRIDENT_CHECK(transport_ == TensorTransport::Host, "internal: group '{}' is given its tensor transport twice",
+                name_);
+  staging_ = std::make_unique<HostStaging>(std::move(copies));
+  transport_ = TensorTransport::Staged;
+}
+
+template <class T> T* Group::mpi_side(const T* in, T* out, int64_t n, Request& r) {
+  if (transport_ == TensorTransport::Host) return out ? out : const_cast<T*>(in);
+  r.transfer = staging_->begin(in, out, n * int64_t(sizeof(T)));
+  return static_cast<T*>(staging_->host(r.transfer));
+}
+
+void Group::finish(Request& r) {
+  if (r.transfer < 0) return;
+  const int slot = r.transfer;
+  r.transfer = -1;
+  if (transport_ == TensorTransport::Staged) staging_->finish(slot);
+  if (transport_ == TensorTransport::Nccl) nccl_->wait(slot);
+}
+
+// ---- host values over MPI ----
+
+template <class T> void Group::mpi_all_reduce(T* data, int64_t n, ReduceOp op) {
   if (wait_ == MpiWait::Block) {
     const watchdog::Watch watch("all_reduce", *this);
     const double start = MPI_Wtime();
@@ -110,31 +142,82 @@ template <class T> void Group::all_reduce(T* data, int64_t n, ReduceOp op) {
   wait_mpi(&r, "all_reduce");
 }
 
-template <class T> void Group::reduce_scatter(const T* send, T* recv, int64_t recv_count) {
-  if (size_ > 1) counters_.add(CommOp::ReduceScatter, recv_count * size_ * int64_t(sizeof(T)));
-  if (on_device(recv)) return nccl_->reduce_scatter(send, recv, recv_count, nccl_type<T>());
-  MPI_Request r;
-  check_mpi(MPI_Ireduce_scatter_block(send, recv, count(recv_count), mpi_type<T>(), MPI_SUM, comm_, &r),
-            "MPI_Ireduce_scatter_block");
-  wait_mpi(&r, "reduce_scatter");
-}
-
-template <class T> void Group::all_gather(const T* send, T* recv, int64_t send_count) {
-  if (size_ > 1) counters_.add(CommOp::AllGather, send_count * size_ * int64_t(sizeof(T)));
-  if (on_device(recv)) return nccl_->all_gather(send, recv, send_count, nccl_type<T>());
+template <class T> void Group::mpi_all_gather(const T* send, T* recv, int64_t send_count) {
   MPI_Request r;
   check_mpi(MPI_Iallgather(send, count(send_count), mpi_type<T>(), recv, count(send_count), mpi_type<T>(), comm_, &r),
             "MPI_Iallgather");
   wait_mpi(&r, "all_gather");
 }
 
-template <class T> void Group::broadcast(T* data, int64_t n, int root) {
-  if (size_ == 1) return;
-  counters_.add(CommOp::Broadcast, n * int64_t(sizeof(T)));
-  if (on_device(data)) return nccl_->broadcast(data, n, nccl_type<T>(), root);
+template <class T> void Group::mpi_broadcast(T* data, int64_t n, int root) {
   MPI_Request r;
   check_mpi(MPI_Ibcast(data, count(n), mpi_type<T>(), root, comm_, &r), "MPI_Ibcast");
   wait_mpi(&r, "broadcast");
+}
+
+template <class T> void Group::all_reduce_host(T* data, int64_t n, ReduceOp op) {
+  if (size_ == 1) return;
+  counters_.add(CommOp::AllReduce, n * int64_t(sizeof(T)));
+  mpi_all_reduce(data, n, op);
+}
+
+template <class T> void Group::all_gather_host(const T* send, T* recv, int64_t send_count) {
+  if (size_ > 1) counters_.add(CommOp::AllGather, send_count * size_ * int64_t(sizeof(T)));
+  mpi_all_gather(send, recv, send_count);
+}
+
+template <class T> void Group::broadcast_host(T* data, int64_t n, int root) {
+  if (size_ == 1) return;
+  counters_.add(CommOp::Broadcast, n * int64_t(sizeof(T)));
+  mpi_broadcast(data, n, root);
+}
+
+// ---- tensors ----
+// NCCL enqueues on its stream and orders the compute stream after it (a group of one rank included:
+// NCCL is exercised, not skipped); MPI works on the tensor (Host) or its staged host copy (Staged).
+
+template <class T> void Group::all_reduce(T* data, int64_t n, ReduceOp op) {
+  if (transport_ == TensorTransport::Nccl) {
+    if (size_ > 1) counters_.add(CommOp::AllReduce, n * int64_t(sizeof(T)));
+    return nccl_->wait(nccl_->all_reduce(data, n, nccl_type<T>(), op));
+  }
+  if (size_ == 1) return;
+  counters_.add(CommOp::AllReduce, n * int64_t(sizeof(T)));
+  Request r;
+  mpi_all_reduce(mpi_side<T>(data, data, n, r), n, op);
+  finish(r);
+}
+
+template <class T> void Group::reduce_scatter(const T* send, T* recv, int64_t recv_count) {
+  if (size_ > 1) counters_.add(CommOp::ReduceScatter, recv_count * size_ * int64_t(sizeof(T)));
+  if (transport_ == TensorTransport::Nccl)
+    return nccl_->wait(nccl_->reduce_scatter(send, recv, recv_count, nccl_type<T>()));
+  Request in, out;
+  const T* s = mpi_side<T>(send, nullptr, recv_count * size_, in);
+  T* d = mpi_side<T>(nullptr, recv, recv_count, out);
+  MPI_Request r;
+  check_mpi(MPI_Ireduce_scatter_block(s, d, count(recv_count), mpi_type<T>(), MPI_SUM, comm_, &r),
+            "MPI_Ireduce_scatter_block");
+  wait_mpi(&r, "reduce_scatter");
+  finish(in);
+  finish(out);
+}
+
+template <class T> void Group::all_gather(const T* send, T* recv, int64_t send_count) {
+  if (size_ > 1) counters_.add(CommOp::AllGather, send_count * size_ * int64_t(sizeof(T)));
+  if (transport_ == TensorTransport::Nccl)
+    return nccl_->wait(nccl_->all_gather(send, recv, send_count, nccl_type<T>()));
+  Request in, out;
+  const T* s = mpi_side<T>(send, nullptr, send_count, in);
+  T* d = mpi_side<T>(nullptr, recv, send_count * size_, out);
+  mpi_all_gather(s, d, send_count);
+  finish(in);
+  finish(out);
+}
+
+template <class T> void Group::broadcast(T* data, int64_t n, int root) {
+  Request r = ibroadcast(data, n, root);
+  wait(r);
 }
 
 template <class T> void Group::send(const T* data, int64_t n, int dest, int tag) {
@@ -147,64 +230,81 @@ template <class T> void Group::recv(T* data, int64_t n, int source, int tag) {
   wait(r);
 }
 
+// NCCL matches point-to-point transfers by order, not by tag: the pipeline's tags only order its own
+// receives, which it posts in the same order on both sides.
 template <class T> Request Group::isend(const T* data, int64_t n, int dest, int tag) {
   counters_.add(CommOp::Send, n * int64_t(sizeof(T)));
   Request r{MPI_REQUEST_NULL, "send", dest};
-  if (on_device(data)) {
-    nccl_->send(data, n, nccl_type<T>(), dest);
+  if (transport_ == TensorTransport::Nccl) {
+    r.transfer = nccl_->send(data, n, nccl_type<T>(), dest);
     return r;
   }
-  check_mpi(MPI_Isend(data, count(n), mpi_type<T>(), dest, tag, comm_, &r.mpi), "MPI_Isend");
+  const T* buf = mpi_side<T>(data, nullptr, n, r);
+  check_mpi(MPI_Isend(buf, count(n), mpi_type<T>(), dest, tag, comm_, &r.mpi), "MPI_Isend");
   return r;
 }
 
 template <class T> Request Group::irecv(T* data, int64_t n, int source, int tag) {
   counters_.add(CommOp::Recv, n * int64_t(sizeof(T)));
   Request r{MPI_REQUEST_NULL, "recv", source};
-  if (on_device(data)) {
-    nccl_->recv(data, n, nccl_type<T>(), source);
+  if (transport_ == TensorTransport::Nccl) {
+    r.transfer = nccl_->recv(data, n, nccl_type<T>(), source);
     return r;
   }
-  check_mpi(MPI_Irecv(data, count(n), mpi_type<T>(), source, tag, comm_, &r.mpi), "MPI_Irecv");
+  T* buf = mpi_side<T>(nullptr, data, n, r);
+  check_mpi(MPI_Irecv(buf, count(n), mpi_type<T>(), source, tag, comm_, &r.mpi), "MPI_Irecv");
   return r;
 }
 
 template <class T> Request Group::iall_reduce(T* data, int64_t n, ReduceOp op) {
   Request r{MPI_REQUEST_NULL, "all_reduce"};
-  if (size_ == 1) return r;
-  counters_.add(CommOp::AllReduce, n * int64_t(sizeof(T)));
-  if (on_device(data)) {
-    nccl_->all_reduce(data, n, nccl_type<T>(), op);
+  if (transport_ == TensorTransport::Nccl) {
+    if (size_ > 1) counters_.add(CommOp::AllReduce, n * int64_t(sizeof(T)));
+    r.transfer = nccl_->all_reduce(data, n, nccl_type<T>(), op);
     return r;
   }
-  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, count(n), mpi_type<T>(), mpi_op(op), comm_, &r.mpi),
+  if (size_ == 1) return r;
+  counters_.add(CommOp::AllReduce, n * int64_t(sizeof(T)));
+  T* buf = mpi_side<T>(data, data, n, r);
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf, count(n), mpi_type<T>(), mpi_op(op), comm_, &r.mpi),
             "MPI_Iallreduce");
   return r;
 }
 
 template <class T> Request Group::ireduce(T* data, int64_t n, int root) {
   Request r{MPI_REQUEST_NULL, "reduce"};
+  if (transport_ == TensorTransport::Nccl) {
+    if (size_ > 1) counters_.add(CommOp::Reduce, n * int64_t(sizeof(T)));
+    r.transfer = nccl_->reduce(data, n, nccl_type<T>(), root);
+    return r;
+  }
   if (size_ == 1) return r;
   counters_.add(CommOp::Reduce, n * int64_t(sizeof(T)));
-  TRIDENT_CHECK(!on_device(data), "Group::ireduce: device buffers are not supported (NCCL path not built)");
-  const void* send = rank_ == root ? MPI_IN_PLACE : static_cast<const void*>(data);
-  check_mpi(MPI_Ireduce(send, data, count(n), mpi_type<T>(), MPI_SUM, root, comm_, &r.mpi), "MPI_Ireduce");
+  T* buf = mpi_side<T>(data, rank_ == root ? data : nullptr, n, r);  // only the root's sum comes back
+  const void* send = rank_ == root ? MPI_IN_PLACE : static_cast<const void*>(buf);
+  check_mpi(MPI_Ireduce(send, buf, count(n), mpi_type<T>(), MPI_SUM, root, comm_, &r.mpi), "MPI_Ireduce");
   return r;
 }
 
 template <class T> Request Group::ibroadcast(T* data, int64_t n, int root) {
   Request r{MPI_REQUEST_NULL, "broadcast"};
+  if (transport_ == TensorTransport::Nccl) {
+    if (size_ > 1) counters_.add(CommOp::Broadcast, n * int64_t(sizeof(T)));
+    r.transfer = nccl_->broadcast(data, n, nccl_type<T>(), root);
+    return r;
+  }
   if (size_ == 1) return r;
   counters_.add(CommOp::Broadcast, n * int64_t(sizeof(T)));
-  TRIDENT_CHECK(!on_device(data), "Group::ibroadcast: device buffers are not supported (NCCL path not built)");
-  check_mpi(MPI_Ibcast(data, count(n), mpi_type<T>(), root, comm_, &r.mpi), "MPI_Ibcast");
+  const bool root_side = rank_ == root;
+  T* buf = mpi_side<T>(root_side ? data : nullptr, root_side ? nullptr : data, n, r);
+  check_mpi(MPI_Ibcast(buf, count(n), mpi_type<T>(), root, comm_, &r.mpi), "MPI_Ibcast");
   return r;
 }
 
 void Group::wait(Request& r) {
   if (r.mpi != MPI_REQUEST_NULL) wait_mpi(&r.mpi, r.operation, r.peer);
   r.mpi = MPI_REQUEST_NULL;
-  if (nccl_) nccl_->synchronize();
+  finish(r);
 }
 
 void Group::wait_all(std::vector<Request>& rs) {
@@ -212,10 +312,14 @@ void Group::wait_all(std::vector<Request>& rs) {
 }
 
 bool Group::test(Request& r) {
-  if (r.mpi == MPI_REQUEST_NULL) return true;
-  int done = 0;
-  check_mpi(MPI_Test(&r.mpi, &done, MPI_STATUS_IGNORE), "MPI_Test");
-  return done != 0;
+  if (r.mpi != MPI_REQUEST_NULL) {
+    int done = 0;
+    check_mpi(MPI_Test(&r.mpi, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (!done) return false;
+  }
+  if (transport_ == TensorTransport::Nccl && r.transfer >= 0 && !nccl_->done(r.transfer)) return false;
+  finish(r);
+  return true;
 }
 
 void Group::barrier() {
@@ -223,10 +327,6 @@ void Group::barrier() {
   MPI_Request r;
   check_mpi(MPI_Ibarrier(comm_, &r), "MPI_Ibarrier");
   wait_mpi(&r, "barrier");
-}
-
-void Group::attach_nccl() {
-  if (!nccl_) nccl_ = std::make_unique<NcclComm>(comm_);
 }
 
 #define TRIDENT_GROUP_TYPES(T)                                                        \
@@ -240,7 +340,10 @@ void Group::attach_nccl() {
   template Request Group::irecv<T>(T*, int64_t, int, int);                            \
   template Request Group::iall_reduce<T>(T*, int64_t, ReduceOp);                      \
   template Request Group::ireduce<T>(T*, int64_t, int);                               \
-  template Request Group::ibroadcast<T>(T*, int64_t, int);
+  template Request Group::ibroadcast<T>(T*, int64_t, int);                           \
+  template void Group::all_reduce_host<T>(T*, int64_t, ReduceOp);                     \
+  template void Group::all_gather_host<T>(const T*, T*, int64_t);                     \
+  template void Group::broadcast_host<T>(T*, int64_t, int);
 TRIDENT_GROUP_TYPES(float)
 TRIDENT_GROUP_TYPES(double)
 TRIDENT_GROUP_TYPES(int32_t)

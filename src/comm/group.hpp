@@ -1,8 +1,12 @@
 #pragma once
 // A communicator group (TP, PP, DP, world, ...) and the collectives every parallel scheme uses.
-// Host buffers go over MPI; in a CUDA build whose group has an NCCL communicator attached, device
-// buffers go over NCCL. Every operation counts the bytes it moves (see CommCounters), so tests and
-// benchmarks can compare measured against analytic communication volume.
+//
+// Two kinds of buffer travel through a group. Tensors live in the compute backend's memory (model
+// activations, gradients, parameters: host memory on the cpu backend, GPU memory on cuda); how they
+// travel is the group's TensorTransport, chosen once when the mesh is connected to its backend
+// (ParallelMesh::connect_tensors), never by looking at a pointer. Host values (losses, norms, flags,
+// topology) go over MPI always, through the *_host calls. Every operation counts the bytes it moves
+// (see CommCounters), so tests and benchmarks can compare measured against analytic volume.
 #include <mpi.h>
 
 #include <array>
@@ -16,6 +20,15 @@
 namespace trident {
 
 enum class ReduceOp { Sum, Max };
+
+// How a group moves tensors (runtime.comm, with the backend):
+//   Host    the cpu backend: tensors are host memory and go over MPI as they are;
+//   Nccl    GPU tensors over NCCL, on a communication stream ordered against the compute stream by
+//           events (comm/nccl.hpp); a group of one rank still goes through NCCL;
+//   Staged  GPU tensors copied through page-locked host memory and moved over MPI (comm/staging.hpp),
+//           so several ranks may share one GPU.
+enum class TensorTransport { Host, Nccl, Staged };
+const char* to_string(TensorTransport t);
 
 enum class CommOp { AllReduce, ReduceScatter, AllGather, Broadcast, Send, Recv, Reduce, kCount };
 const char* to_string(CommOp op);
@@ -39,9 +52,12 @@ struct Request {
   MPI_Request mpi = MPI_REQUEST_NULL;
   const char* operation = "";  // for the watchdog's message: "all_reduce", "send", ...
   int peer = -1;               // group rank of a send/recv partner; -1 for a collective
+  int transfer = -1;           // Staged: the staging slot; Nccl: the completion event's slot
 };
 
-class NcclComm;  // comm/nccl.hpp, CUDA builds only
+class NcclComm;      // comm/nccl.hpp
+class HostStaging;   // comm/staging.hpp
+class DeviceCopies;  // comm/staging.hpp
 
 class Group {
  public:
@@ -57,7 +73,9 @@ class Group {
   MPI_Comm mpi_comm() const { return comm_; }
   const std::vector<int>& world_ranks() const { return world_ranks_; }
 
-  // Collectives on contiguous buffers of float, double, int32_t or int64_t.
+  // ---- tensors: contiguous buffers in the compute backend's memory, of float, double, int32_t or int64_t ----
+  // Blocking calls return with the result usable by the compute backend's later work (on a GPU: ordered
+  // on its stream, not necessarily arrived on the host).
   template <class T> void all_reduce(T* data, int64_t n, ReduceOp op = ReduceOp::Sum);
   // send holds size()*recv_count elements; rank r receives the sum of block r.
   template <class T> void reduce_scatter(const T* send, T* recv, int64_t recv_count);
@@ -76,20 +94,34 @@ class Group {
   template <class T> Request ibroadcast(T* data, int64_t n, int root);
   void wait(Request& r);
   void wait_all(std::vector<Request>& rs);
-  bool test(Request& r);  // true when complete (the request is then reset)
+  bool test(Request& r);  // true when complete (the request is then finished and reset)
+
+  // ---- host values: always MPI, whatever the transport ----
+  template <class T> void all_reduce_host(T* data, int64_t n, ReduceOp op = ReduceOp::Sum);
+  template <class T> void all_gather_host(const T* send, T* recv, int64_t send_count);
+  template <class T> void broadcast_host(T* data, int64_t n, int root);
   void barrier();
 
   const CommCounters& counters() const { return counters_; }
   void reset_counters() { counters_ = CommCounters{}; }
 
-  // Mirrors this group with an NCCL communicator (CUDA builds with a GPU; a clear error otherwise).
-  void attach_nccl();
-  bool has_nccl() const { return nccl_ != nullptr; }
+  // The tensor transport, set once (before any tensor operation). Nccl needs a CUDA build and the
+  // compute stream (a cudaStream_t), and makes point-to-point channels to the neighbouring ranks when
+  // asked (the pipeline group); Staged takes the copies between device and page-locked host memory.
+  void use_nccl(void* compute_stream, bool point_to_point = false);
+  void use_staging(std::unique_ptr<DeviceCopies> copies);
+  TensorTransport transport() const { return transport_; }
 
  private:
   // Waits for r under the watchdog (comm/watchdog.hpp): operation and peer name it if it never completes.
   void wait_mpi(MPI_Request* r, const char* operation, int peer = -1);
-  template <class T> bool on_device(const T* p) const;
+  // The buffer MPI works on for a tensor: the tensor itself (Host), or a staging slot holding a copy of
+  // `in` (when given) that goes back to `out` (when given) once the request finishes (Staged).
+  template <class T> T* mpi_side(const T* in, T* out, int64_t n, Request& r);
+  void finish(Request& r);  // after the MPI part is complete: the staged copy back, the slot freed
+  template <class T> void mpi_all_reduce(T* data, int64_t n, ReduceOp op);
+  template <class T> void mpi_all_gather(const T* send, T* recv, int64_t send_count);
+  template <class T> void mpi_broadcast(T* data, int64_t n, int root);
 
   std::string name_;
   MPI_Comm comm_;
@@ -97,7 +129,9 @@ class Group {
   MpiWait wait_;
   int rank_ = 0, size_ = 1;
   CommCounters counters_;
+  TensorTransport transport_ = TensorTransport::Host;
   std::unique_ptr<NcclComm> nccl_;
+  std::unique_ptr<HostStaging> staging_;
 };
 
 }  // namespace trident

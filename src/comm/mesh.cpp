@@ -7,14 +7,12 @@
 #include <set>
 #include <sstream>
 
-#include "comm/nccl.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 
+#include "comm/staging.hpp"
 #if TRIDENT_HAVE_CUDA
-#include "comm/gpu_sharing.hpp"
-#include "cuda/device.hpp"
-#include "gpu_binding.hpp"
+#include "cuda/cuda_kernels.hpp"
 #endif
 
 namespace trident {
@@ -89,11 +87,11 @@ ParallelMesh::ParallelMesh(MPI_Comm world, const MeshConfig& mesh, MpiWait wait)
 
   // TP exchanges activations every layer: it needs the intra-node links.
   int highest = node_.node, minus_lowest = -node_.node;
-  tp_->all_reduce(&highest, 1, ReduceOp::Max);
-  tp_->all_reduce(&minus_lowest, 1, ReduceOp::Max);
+  tp_->all_reduce_host(&highest, 1, ReduceOp::Max);
+  tp_->all_reduce_host(&minus_lowest, 1, ReduceOp::Max);
   tp_spans_nodes_ = highest != -minus_lowest;
   int any_span = tp_spans_nodes_ ? 1 : 0;
-  world_.all_reduce(&any_span, 1, ReduceOp::Max);
+  world_.all_reduce_host(&any_span, 1, ReduceOp::Max);
   if (any_span) {
     const std::string what = fmt::format(
         "a TP group spans nodes (tp = {}, {} ranks per node on {} nodes, order {}): tensor parallelism "
@@ -107,26 +105,34 @@ ParallelMesh::ParallelMesh(MPI_Comm world, const MeshConfig& mesh, MpiWait wait)
   }
 }
 
-void ParallelMesh::attach_nccl() {
+void ParallelMesh::connect_tensors(Comm comm, Kernels& kernels) {
+  void* stream = nullptr;
 #if TRIDENT_HAVE_CUDA
-  // NCCL needs one GPU per rank: no sharing.
-  cuda::set_device(choose_gpu(node_.local_rank, node_.local_size, cuda::device_count(), false).index);
-  check_gpu_sharing(world_.mpi_comm(), node_, cuda::device_uuid(), false);
-  world_.attach_nccl();
-  tp_->attach_nccl();
-  pp_->attach_nccl();
-  dp_->attach_nccl();
-  if (embedding_) embedding_->attach_nccl();
+  stream = cuda::native_stream(kernels);
 #else
-  throw Error("runtime.backend = \"cuda\" needs a CUDA build of trident (this one was built without CUDA)");
+  (void)kernels;
 #endif
+  if (!stream) {  // host memory: every group keeps MPI
+    TRIDENT_CHECK(comm == Comm::Mpi, "runtime.comm = \"nccl\" needs runtime.backend = \"cuda\"");
+    return;
+  }
+  for (Group* g : {tp_.get(), pp_.get(), dp_.get(), embedding_.get()}) {
+    if (!g) continue;
+    if (comm == Comm::Nccl)
+      g->use_nccl(stream, /*point_to_point=*/g == pp_.get());
+    else
+      g->use_staging(make_cuda_copies(stream));
+  }
+  // The world group carries host values only; no NCCL communicator over every rank is made for it
+  // (its set-up costs grow with the job), and a tensor sent through it would be staged.
+  world_.use_staging(make_cuda_copies(stream));
 }
 
 std::string ParallelMesh::describe() {
   const int n = world_.size();
   std::vector<int> mine = {node_.node, node_.local_rank, coord_.dp, coord_.pp, coord_.tp};
   std::vector<int> all(n * 5);
-  world_.all_gather(mine.data(), all.data(), 5);
+  world_.all_gather_host(mine.data(), all.data(), 5);
   constexpr int kName = 64;
   std::string name = node_name();
   name.resize(kName - 1);

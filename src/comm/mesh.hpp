@@ -6,6 +6,7 @@
 
 #include "comm/group.hpp"
 #include "comm/topology.hpp"
+#include "kernels.hpp"
 
 namespace trident {
 
@@ -35,8 +36,11 @@ class ParallelMesh {
   // True when this rank's TP group has members on more than one node.
   bool tp_spans_nodes() const { return tp_spans_nodes_; }
 
-  // Mirrors every group with NCCL (CUDA builds with one GPU per rank, picked by local rank).
-  void attach_nccl();
+  // Sets how every group moves tensors in `kernels`' memory (Group's TensorTransport), once, after the
+  // backend has bound this rank's GPU: host memory goes over MPI; GPU memory over NCCL (comm = nccl)
+  // or staged through page-locked host memory over MPI (comm = mpi). Collective over the world.
+  void connect_tensors(Comm comm, Kernels& kernels);
+  TensorTransport tensor_transport() const { return tp_->transport(); }
 
   // Human-readable description of every rank (node, coordinates, host: Slurm's node name inside a job,
   // else the host name) and every group (gathered on world rank 0; "" elsewhere).

@@ -1,81 +1,318 @@
 #include "comm/nccl.hpp"
 
+#include <fmt/format.h>
+
 #include "core/error.hpp"
 
 #if TRIDENT_HAVE_CUDA
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#define TRIDENT_NCCL(call)                                                                  \
-  do {                                                                                      \
-    ncclResult_t rc_ = (call);                                                              \
-    TRIDENT_CHECK(rc_ == ncclSuccess, "{} failed: {}", #call, ncclGetErrorString(rc_));    \
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/held_transfers.hpp"
+#include "comm/watchdog.hpp"
+
+#define TRIDENT_NCCL(call)                                                                              \
+  do {                                                                                                  \
+    ncclResult_t rc_ = (call);                                                                          \
+    TRIDENT_CHECK(rc_ == ncclSuccess, "{} failed: {} ({}:{})", #call, ncclGetErrorString(rc_), __FILE__, \
+                  __LINE__);                                                                            \
   } while (0)
-#define TRIDENT_CUDA(call)                                                                  \
-  do {                                                                                      \
-    cudaError_t rc_ = (call);                                                               \
-    TRIDENT_CHECK(rc_ == cudaSuccess, "{} failed: {}", #call, cudaGetErrorString(rc_));    \
+#define TRIDENT_CUDA(call)                                                                              \
+  do {                                                                                                  \
+    cudaError_t rc_ = (call);                                                                           \
+    TRIDENT_CHECK(rc_ == cudaSuccess, "{} failed: {} ({}:{})", #call, cudaGetErrorString(rc_), __FILE__, \
+                  __LINE__);                                                                            \
   } while (0)
 
 namespace trident {
 namespace {
+
 ncclDataType_t dtype_of(int d) {
   static const ncclDataType_t types[] = {ncclFloat32, ncclFloat64, ncclInt32, ncclInt64};
   return types[d];
 }
+
 }  // namespace
 
-struct NcclComm::Impl {
+struct NcclComm::Impl final : watchdog::DeviceWork {
+  // A slot is taken from its operation's call to its wait, and watched (by the monitor) from its issue
+  // to its completion on the device, which may come after the wait: a waited slot is reused only once
+  // its event has completed.
+  struct Slot {
+    cudaEvent_t done = nullptr;
+    bool busy = false;    // taken and not waited for yet
+    bool issued = false;  // false: a point-to-point transfer still held back
+    const char* operation = "";
+    int peer = -1;
+    double start_s = 0;
+  };
+
+  // A one-way point-to-point link to or from one peer: a 2-rank communicator and a stream of its own.
+  struct Channel {
+    ncclComm_t comm = nullptr;
+    cudaStream_t stream = nullptr;
+    int peer = 0;  // the peer's rank inside `comm`
+  };
+
+  const Group& owner;
+  cudaStream_t compute;
+  cudaStream_t stream = nullptr;  // collectives, and transfers to this rank itself
+  cudaEvent_t ready = nullptr;    // recorded on compute before each issue
   ncclComm_t comm = nullptr;
-  cudaStream_t stream = nullptr;
+  std::map<int, Channel> to, from;  // by the peer's group rank
+  int device = 0;
+  int rank = 0;
+  std::mutex mutex;  // the monitor thread reads the slots
+  std::vector<Slot> slots;
+  HeldTransfers held;
+  // An NCCL call may block on the host (its first use of a peer connects to it): the monitor sees that
+  // through these, without the mutex the caller holds.
+  std::atomic<double> in_call_since{0};
+  std::atomic<const char*> in_call{""};
+
+  struct InCall {
+    Impl& m;
+    InCall(Impl& impl, const char* operation) : m(impl) {
+      m.in_call = operation;
+      m.in_call_since = watchdog::now_s();
+    }
+    ~InCall() { m.in_call_since = 0; }
+  };
+
+  Impl(const Group& g, cudaStream_t c) : owner(g), compute(c) {}
+
+  // ---- called with the mutex held ----
+  bool completed(const Slot& s) {
+    const cudaError_t rc = cudaEventQuery(s.done);
+    if (rc == cudaErrorNotReady) cudaGetLastError();  // "not ready" is no error of the next call
+    return rc != cudaErrorNotReady;
+  }
+  int take(const char* operation, int peer) {
+    size_t i = 0;
+    while (i < slots.size() && (slots[i].busy || (slots[i].issued && !completed(slots[i])))) ++i;
+    if (i == slots.size()) {
+      slots.emplace_back();
+      TRIDENT_CUDA(cudaEventCreateWithFlags(&slots[i].done, cudaEventDisableTiming));
+    }
+    Slot& s = slots[i];
+    s.busy = true;
+    s.issued = false;
+    s.operation = operation;
+    s.peer = peer;
+    return int(i);
+  }
+  // A communication stream takes up what the compute stream has queued so far.
+  void after_compute(cudaStream_t on) {
+    TRIDENT_CUDA(cudaEventRecord(ready, compute));
+    TRIDENT_CUDA(cudaStreamWaitEvent(on, ready, 0));
+  }
+  void issued(int slot, cudaStream_t on) {
+    Slot& s = slots[size_t(slot)];
+    TRIDENT_CUDA(cudaEventRecord(s.done, on));
+    s.issued = true;
+    s.start_s = watchdog::now_s();
+  }
+  // Transfers to this rank itself, as one NCCL group on the main communicator (held_transfers.hpp).
+  void issue(const std::vector<Transfer>& group) {
+    if (group.empty()) return;
+    const InCall call(*this, group.back().send ? "send" : "recv");
+    after_compute(stream);
+    TRIDENT_NCCL(ncclGroupStart());
+    for (const Transfer& t : group) {
+      if (t.send)
+        TRIDENT_NCCL(ncclSend(t.data, size_t(t.count), dtype_of(t.dtype), t.peer, comm, stream));
+      else
+        TRIDENT_NCCL(ncclRecv(t.data, size_t(t.count), dtype_of(t.dtype), t.peer, comm, stream));
+    }
+    TRIDENT_NCCL(ncclGroupEnd());
+    for (const Transfer& t : group) issued(t.slot, stream);
+  }
+  // A collective: held transfers go first (every rank issues the same order).
+  template <class F> int collective(const char* operation, F enqueue) {
+    std::lock_guard lock(mutex);
+    issue(held.all());
+    const int slot = take(operation, -1);
+    const InCall call(*this, operation);
+    after_compute(stream);
+    TRIDENT_NCCL(enqueue());
+    issued(slot, stream);
+    return slot;
+  }
+  // To or from another rank: at once, alone, on that peer's channel for this direction. With one
+  // stream for all of them a pipeline would deadlock (a send blocks its stream until the partner's
+  // receive runs; tests/comm/test_pipeline_on_nccl.cpp simulates why and that channels do not).
+  int point_to_point(bool send, void* data, int64_t n, int dtype, int peer) {
+    std::lock_guard lock(mutex);
+    const int slot = take(send ? "send" : "recv", peer);
+    if (peer == rank) {
+      issue(held.post(Transfer{send, slot, data, n, dtype, peer}));
+      return slot;
+    }
+    auto& channels = send ? to : from;
+    const auto it = channels.find(peer);
+    TRIDENT_CHECK(it != channels.end(),
+                  "{} group rank {} on group '{}' over NCCL: point-to-point goes between neighbouring ranks of "
+                  "the pipeline group only (its channels are made when the mesh is connected)",
+                  send ? "send to" : "receive from", peer, owner.name());
+    const Channel& c = it->second;
+    const InCall call(*this, send ? "send" : "recv");
+    after_compute(c.stream);
+    if (send)
+      TRIDENT_NCCL(ncclSend(data, size_t(n), dtype_of(dtype), c.peer, c.comm, c.stream));
+    else
+      TRIDENT_NCCL(ncclRecv(data, size_t(n), dtype_of(dtype), c.peer, c.comm, c.stream));
+    issued(slot, c.stream);
+    return slot;
+  }
+  // The channels to and from the ring neighbours (group ranks r - 1 and r + 1): for each pair {k, k+1}
+  // and each direction a 2-rank communicator split off the group's, in the same order on every rank.
+  void make_channels(int size) {
+    const int pairs = size == 1 ? 0 : size == 2 ? 1 : size;
+    for (int k = 0; k < pairs; ++k) {
+      const int a = k, b = (k + 1) % size;
+      for (const auto& [sender, receiver] : {std::pair{a, b}, std::pair{b, a}}) {
+        const bool member = rank == sender || rank == receiver;
+        Channel c;
+        TRIDENT_NCCL(ncclCommSplit(comm, member ? 0 : NCCL_SPLIT_NOCOLOR, rank, &c.comm, nullptr));
+        if (!member) continue;
+        TRIDENT_CUDA(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
+        const int other = rank == sender ? receiver : sender;
+        c.peer = other < rank ? 0 : 1;  // the split orders by group rank
+        (rank == sender ? to : from)[other] = c;
+      }
+    }
+  }
+  std::vector<ncclComm_t> all_comms() const {
+    std::vector<ncclComm_t> all = {comm};
+    for (const auto* channels : {&to, &from})
+      for (const auto& [peer, c] : *channels) all.push_back(c.comm);
+    return all;
+  }
+
+  // ---- watchdog::DeviceWork (monitor thread) ----
+  std::optional<watchdog::Activity> oldest_unfinished() override {
+    std::optional<watchdog::Activity> oldest;
+    if (const double since = in_call_since; since > 0) oldest = watchdog::Activity{in_call, &owner, -1, 0, since};
+    std::unique_lock lock(mutex, std::try_to_lock);
+    if (!lock.owns_lock()) return oldest;  // the caller is inside NCCL: in_call covers it
+    cudaSetDevice(device);
+    for (const Slot& s : slots) {
+      if (!s.issued || completed(s)) continue;
+      if (!oldest || s.start_s < oldest->start_s)
+        oldest = watchdog::Activity{s.operation, &owner, s.peer, 0, s.start_s};
+    }
+    return oldest;
+  }
+  std::string async_error() override {
+    for (ncclComm_t c : all_comms()) {
+      ncclResult_t async = ncclSuccess;
+      if (ncclCommGetAsyncError(c, &async) != ncclSuccess || async == ncclSuccess || async == ncclInProgress) continue;
+      return fmt::format("NCCL error on group '{}': {}", owner.name(), ncclGetErrorString(async));
+    }
+    return {};
+  }
+  void abort() override {
+    for (ncclComm_t c : all_comms()) ncclCommAbort(c);
+  }
 };
 
-NcclComm::NcclComm(MPI_Comm comm) : impl_(std::make_unique<Impl>()) {
+NcclComm::NcclComm(MPI_Comm comm, void* compute_stream, const Group& owner, bool point_to_point)
+    : impl_(std::make_unique<Impl>(owner, static_cast<cudaStream_t>(compute_stream))) {
+  TRIDENT_CHECK(compute_stream != nullptr, "internal: NCCL for group '{}' without the CUDA compute stream",
+                owner.name());
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
   ncclUniqueId id;
   if (rank == 0) TRIDENT_NCCL(ncclGetUniqueId(&id));
   MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm);
+  TRIDENT_CUDA(cudaGetDevice(&impl_->device));
   TRIDENT_CUDA(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
+  TRIDENT_CUDA(cudaEventCreateWithFlags(&impl_->ready, cudaEventDisableTiming));
   TRIDENT_NCCL(ncclCommInitRank(&impl_->comm, size, id, rank));
+  impl_->rank = rank;
+  if (point_to_point) impl_->make_channels(size);
+  watchdog::add_device_work(impl_.get());
 }
 
 NcclComm::~NcclComm() {
-  if (impl_->comm) ncclCommDestroy(impl_->comm);
-  if (impl_->stream) cudaStreamDestroy(impl_->stream);
-}
-
-void NcclComm::all_reduce(void* data, int64_t n, int dtype, ReduceOp op) {
-  TRIDENT_NCCL(ncclAllReduce(data, data, size_t(n), dtype_of(dtype), op == ReduceOp::Sum ? ncclSum : ncclMax,
-                             impl_->comm, impl_->stream));
-}
-void NcclComm::reduce_scatter(const void* send, void* recv, int64_t recv_count, int dtype) {
-  TRIDENT_NCCL(ncclReduceScatter(send, recv, size_t(recv_count), dtype_of(dtype), ncclSum, impl_->comm, impl_->stream));
-}
-void NcclComm::all_gather(const void* send, void* recv, int64_t send_count, int dtype) {
-  TRIDENT_NCCL(ncclAllGather(send, recv, size_t(send_count), dtype_of(dtype), impl_->comm, impl_->stream));
-}
-void NcclComm::broadcast(void* data, int64_t n, int dtype, int root) {
-  TRIDENT_NCCL(ncclBroadcast(data, data, size_t(n), dtype_of(dtype), root, impl_->comm, impl_->stream));
-}
-// Point-to-point calls only enqueue; a pipeline that sends and receives between the same pair must
-// bracket them with ncclGroupStart/End (the pipeline schedule does), or the two ranks deadlock.
-void NcclComm::send(const void* data, int64_t n, int dtype, int peer) {
-  TRIDENT_NCCL(ncclSend(data, size_t(n), dtype_of(dtype), peer, impl_->comm, impl_->stream));
-}
-void NcclComm::recv(void* data, int64_t n, int dtype, int peer) {
-  TRIDENT_NCCL(ncclRecv(data, size_t(n), dtype_of(dtype), peer, impl_->comm, impl_->stream));
-}
-void NcclComm::synchronize() { TRIDENT_CUDA(cudaStreamSynchronize(impl_->stream)); }
-
-bool NcclComm::is_device_pointer(const void* p) {
-  cudaPointerAttributes attr{};
-  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
+  watchdog::remove_device_work(impl_.get());
+  Impl& m = *impl_;
+  if (m.comm) {
+    try {
+      m.issue(m.held.all());  // a held transfer's partner may be waiting for it
+    } catch (const Error&) {
+    }
+    cudaStreamSynchronize(m.stream);
+    for (auto* channels : {&m.to, &m.from})
+      for (auto& [peer, c] : *channels) {
+        cudaStreamSynchronize(c.stream);
+        ncclCommDestroy(c.comm);
+        cudaStreamDestroy(c.stream);
+      }
+    ncclCommDestroy(m.comm);
   }
-  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+  for (auto& s : m.slots) cudaEventDestroy(s.done);
+  if (m.ready) cudaEventDestroy(m.ready);
+  if (m.stream) cudaStreamDestroy(m.stream);
+}
+
+int NcclComm::all_reduce(void* data, int64_t n, int dtype, ReduceOp op) {
+  Impl& m = *impl_;
+  return m.collective("all_reduce", [&] {
+    return ncclAllReduce(data, data, size_t(n), dtype_of(dtype), op == ReduceOp::Sum ? ncclSum : ncclMax, m.comm,
+                         m.stream);
+  });
+}
+int NcclComm::reduce_scatter(const void* send, void* recv, int64_t recv_count, int dtype) {
+  Impl& m = *impl_;
+  return m.collective("reduce_scatter", [&] {
+    return ncclReduceScatter(send, recv, size_t(recv_count), dtype_of(dtype), ncclSum, m.comm, m.stream);
+  });
+}
+int NcclComm::all_gather(const void* send, void* recv, int64_t send_count, int dtype) {
+  Impl& m = *impl_;
+  return m.collective("all_gather",
+                      [&] { return ncclAllGather(send, recv, size_t(send_count), dtype_of(dtype), m.comm, m.stream); });
+}
+int NcclComm::broadcast(void* data, int64_t n, int dtype, int root) {
+  Impl& m = *impl_;
+  return m.collective("broadcast",
+                      [&] { return ncclBroadcast(data, data, size_t(n), dtype_of(dtype), root, m.comm, m.stream); });
+}
+int NcclComm::reduce(void* data, int64_t n, int dtype, int root) {
+  Impl& m = *impl_;
+  return m.collective("reduce",
+                      [&] { return ncclReduce(data, data, size_t(n), dtype_of(dtype), ncclSum, root, m.comm, m.stream); });
+}
+int NcclComm::send(const void* data, int64_t n, int dtype, int peer) {
+  return impl_->point_to_point(true, const_cast<void*>(data), n, dtype, peer);
+}
+int NcclComm::recv(void* data, int64_t n, int dtype, int peer) {
+  return impl_->point_to_point(false, data, n, dtype, peer);
+}
+
+void NcclComm::wait(int slot) {
+  Impl& m = *impl_;
+  std::lock_guard lock(m.mutex);
+  m.issue(m.held.wait_for(slot));
+  Impl::Slot& s = m.slots.at(size_t(slot));
+  TRIDENT_CUDA(cudaStreamWaitEvent(m.compute, s.done, 0));
+  s.busy = false;
+}
+
+bool NcclComm::done(int slot) {
+  Impl& m = *impl_;
+  std::lock_guard lock(m.mutex);
+  m.issue(m.held.wait_for(slot));
+  return m.completed(m.slots.at(size_t(slot)));
 }
 
 }  // namespace trident
@@ -88,20 +325,21 @@ struct NcclComm::Impl {};
 
 namespace {
 [[noreturn]] void no_cuda() {
-  throw Error("NCCL communicators need a CUDA build of trident (configure with -DTRIDENT_CUDA=ON)");
+  throw Error("runtime.comm = \"nccl\" needs a CUDA build of trident (configure with -DTRIDENT_CUDA=ON)");
 }
 }  // namespace
 
-NcclComm::NcclComm(MPI_Comm) { no_cuda(); }
+NcclComm::NcclComm(MPI_Comm, void*, const Group&, bool) { no_cuda(); }
 NcclComm::~NcclComm() = default;
-void NcclComm::all_reduce(void*, int64_t, int, ReduceOp) { no_cuda(); }
-void NcclComm::reduce_scatter(const void*, void*, int64_t, int) { no_cuda(); }
-void NcclComm::all_gather(const void*, void*, int64_t, int) { no_cuda(); }
-void NcclComm::broadcast(void*, int64_t, int, int) { no_cuda(); }
-void NcclComm::send(const void*, int64_t, int, int) { no_cuda(); }
-void NcclComm::recv(void*, int64_t, int, int) { no_cuda(); }
-void NcclComm::synchronize() { no_cuda(); }
-bool NcclComm::is_device_pointer(const void*) { return false; }
+int NcclComm::all_reduce(void*, int64_t, int, ReduceOp) { no_cuda(); }
+int NcclComm::reduce_scatter(const void*, void*, int64_t, int) { no_cuda(); }
+int NcclComm::all_gather(const void*, void*, int64_t, int) { no_cuda(); }
+int NcclComm::broadcast(void*, int64_t, int, int) { no_cuda(); }
+int NcclComm::reduce(void*, int64_t, int, int) { no_cuda(); }
+int NcclComm::send(const void*, int64_t, int, int) { no_cuda(); }
+int NcclComm::recv(void*, int64_t, int, int) { no_cuda(); }
+void NcclComm::wait(int) { no_cuda(); }
+bool NcclComm::done(int) { no_cuda(); }
 
 }  // namespace trident
 #endif

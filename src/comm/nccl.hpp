@@ -1,6 +1,22 @@
 #pragma once
-// NCCL mirror of an MPI group: same members, same rank order. CUDA builds only; elsewhere every
-// entry point throws a clear error.
+// The NCCL side of a group (TensorTransport::Nccl): the same members in the same rank order, and a
+// communication stream of its own. Every operation is ordered against the compute stream with events:
+// the compute stream records, the communication stream waits for that record and runs the operation,
+// and a waiter makes the compute stream wait for the operation's completion event. No call waits on
+// the host, so the host runs ahead and queues the whole step.
+//
+// Point-to-point transfers between two ranks go on channels: for each neighbour and direction a 2-rank
+// communicator with a stream of its own, made for the pipeline group when the mesh is connected. NCCL
+// matches a send and a receive by order and blocks a stream on each until its partner's runs, so one
+// stream for every transfer deadlocks a pipeline (an interleaved 1F1B step at pp 2 already: both
+// stages send before they receive); with one stream per direction and peer each transfer waits only
+// for its own partner, as with MPI (tests/comm/test_pipeline_on_nccl.cpp simulates every schedule).
+// Transfers to the rank itself (a group of one) go as one NCCL group on the main communicator
+// (comm/held_transfers.hpp).
+//
+// A hung operation or an asynchronous NCCL error ends the job through the watchdog (comm/watchdog.hpp),
+// which aborts the communicators first. The unique id travels over MPI: no shared file system or TCP
+// store. CUDA builds only; elsewhere the constructor throws a clear error.
 #include <mpi.h>
 
 #include <cstdint>
@@ -12,19 +28,27 @@ namespace trident {
 
 class NcclComm {
  public:
-  // Collective over `comm`: group rank 0 creates the unique id and broadcasts it over MPI.
-  explicit NcclComm(MPI_Comm comm);
+  // Collective over `comm` (the owner's MPI communicator): group rank 0 creates the unique id and
+  // broadcasts it over MPI. compute_stream: the cudaStream_t the backend's kernels run on.
+  // point_to_point: make the channels to and from the neighbouring group ranks (r - 1, r + 1).
+  NcclComm(MPI_Comm comm, void* compute_stream, const Group& owner, bool point_to_point);
   ~NcclComm();
-  // dtype: 0 float, 1 double, 2 int32, 3 int64
-  void all_reduce(void* data, int64_t n, int dtype, ReduceOp op);
-  void reduce_scatter(const void* send, void* recv, int64_t recv_count, int dtype);
-  void all_gather(const void* send, void* recv, int64_t send_count, int dtype);
-  void broadcast(void* data, int64_t n, int dtype, int root);
-  void send(const void* data, int64_t n, int dtype, int peer);
-  void recv(void* data, int64_t n, int dtype, int peer);
-  void synchronize();
+  NcclComm(const NcclComm&) = delete;
+  NcclComm& operator=(const NcclComm&) = delete;
 
-  static bool is_device_pointer(const void* p);
+  // Each queues the operation after the compute stream's work so far and returns the slot of its
+  // completion. dtype: 0 float, 1 double, 2 int32, 3 int64.
+  int all_reduce(void* data, int64_t n, int dtype, ReduceOp op);
+  int reduce_scatter(const void* send, void* recv, int64_t recv_count, int dtype);
+  int all_gather(const void* send, void* recv, int64_t send_count, int dtype);
+  int broadcast(void* data, int64_t n, int dtype, int root);  // in place
+  int reduce(void* data, int64_t n, int dtype, int root);     // sum into root's data, in place
+  int send(const void* data, int64_t n, int dtype, int peer);
+  int recv(void* data, int64_t n, int dtype, int peer);
+  // The compute stream waits for the slot's operation; the slot is free again.
+  void wait(int slot);
+  // The slot's operation has completed on the device (the slot stays taken until wait).
+  bool done(int slot);
 
  private:
   struct Impl;

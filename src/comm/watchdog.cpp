@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -20,10 +21,6 @@
 namespace trident::watchdog {
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 struct State {
   std::mutex mutex;
   std::condition_variable wake;
@@ -33,6 +30,7 @@ struct State {
   Activity activity;
   double collective_s = 0, checkpoint_s = 0;
   int world_rank = 0;
+  std::vector<DeviceWork*> device_work;
   std::thread thread;
 };
 
@@ -74,16 +72,48 @@ std::string describe_timeout(const Activity& a, double waited_s, int64_t step) {
                      at_step, who);
 }
 
+// What ends the job now, if anything: the host wait past its limit, else an NCCL error or an NCCL
+// operation past the collective limit. Called with the state's lock held.
+std::string overdue(State& s) {
+  if (s.has_activity) {
+    const double waited = now_s() - s.activity.start_s;
+    // The group cannot go away while the lock is held: the Watch that names it waits for the lock.
+    if (waited > s.activity.limit_s) return describe_timeout(s.activity, waited, g_step.load());
+  }
+  if (s.collective_s <= 0) return {};
+  for (DeviceWork* w : s.device_work) {
+    if (std::string error = w->async_error(); !error.empty())
+      return fmt::format("watchdog: {} at step {}", error, g_step.load());
+    if (auto a = w->oldest_unfinished()) {
+      a->limit_s = s.collective_s;
+      const double waited = now_s() - a->start_s;
+      if (waited > a->limit_s) return describe_timeout(*a, waited, g_step.load());
+    }
+  }
+  return {};
+}
+
+// Aborts the NCCL communicators, so that their kernels stop before the job ends. An abort may itself wait
+// on the device, so it runs on a thread of its own and the job ends after at most a few seconds anyway.
+void abort_device_work(const std::vector<DeviceWork*>& work) {
+  if (work.empty()) return;
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::thread([work, done] {
+    for (DeviceWork* w : work) w->abort();
+    *done = true;
+  }).detach();
+  for (int i = 0; i < 30 && !*done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+}
+
 void monitor_loop(double period_s) {
   State& s = state();
   std::unique_lock lock(s.mutex);
   while (!s.stopping) {
     s.wake.wait_for(lock, std::chrono::duration<double>(period_s));
-    if (s.stopping || !s.has_activity) continue;
-    const double waited = now_s() - s.activity.start_s;
-    if (waited <= s.activity.limit_s) continue;
-    // The group cannot go away while the lock is held: the Watch that names it waits for the lock.
-    const std::string message = describe_timeout(s.activity, waited, g_step.load());
+    if (s.stopping) continue;
+    const std::string message = overdue(s);
+    if (message.empty()) continue;
+    abort_device_work(s.device_work);
     const double stagger = std::min(0.3 * s.world_rank, 3.0);
     lock.unlock();
     // In a stalled job many ranks time out within milliseconds of each other. Lower ranks speak
@@ -126,6 +156,22 @@ Monitor::~Monitor() {
   s.running = false;
   s.has_activity = false;
   s.collective_s = s.checkpoint_s = 0;
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void add_device_work(DeviceWork* work) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  s.device_work.push_back(work);
+}
+
+void remove_device_work(DeviceWork* work) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  s.device_work.erase(std::remove(s.device_work.begin(), s.device_work.end(), work), s.device_work.end());
 }
 
 double collective_limit_s() { return state().collective_s; }

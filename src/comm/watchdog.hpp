@@ -12,6 +12,8 @@
 // time: ranks report in rank order, 0.3 s apart, so that one message ends the job. Cost on the hot path:
 // one uncontended mutex and one clock read per wait.
 #include <cstdint>
+#include <optional>
+#include <string>
 
 namespace trident {
 
@@ -45,6 +47,24 @@ struct Activity {
   double limit_s = 0;
   double start_s = 0;
 };
+
+// Work the host does not wait for: NCCL operations run on a GPU stream while the host goes on, so a
+// hung one shows as no host wait at all (until some later copy blocks without a name). Each NCCL
+// communicator registers itself; every period the monitor asks each for its asynchronous error and
+// its oldest unfinished operation, and when there is an error, or that operation is older than the
+// collective limit, it aborts every registered communicator and ends the job with the operation,
+// group and step named. Its calls come from the monitor thread.
+class DeviceWork {
+ public:
+  virtual ~DeviceWork() = default;
+  // Operation, group and start (on now_s()'s clock) of the oldest operation queued and not finished.
+  virtual std::optional<Activity> oldest_unfinished() = 0;
+  virtual std::string async_error() = 0;  // empty when there is none
+  virtual void abort() = 0;               // the job is about to end: stop the device work
+};
+void add_device_work(DeviceWork* work);
+void remove_device_work(DeviceWork* work);
+double now_s();  // the watchdog's clock (steady, seconds)
 
 // Marks an operation in flight for its lifetime. Nested watches keep the longer of the two limits
 // (a collective inside a checkpoint write gets the checkpoint's limit). Does nothing when no Monitor

@@ -17,6 +17,7 @@ enum class DataFormat { Text, LlmC, Megatron };
 enum class DataOrder { Sequential, Shuffle };
 enum class Backend { Cpu, Cuda };
 enum class MpiWait { Block, Poll };
+enum class Comm { Mpi, Nccl };
 enum class OnSignal { CheckpointExit, CheckpointContinue };
 
 struct ModelConfig {
@@ -92,6 +93,7 @@ struct RuntimeConfig {
   std::string metrics;       // JSON-lines path; empty = none
   int64_t log_every = 1;
   MpiWait mpi_wait = MpiWait::Block;
+  Comm comm = Comm::Mpi;     // how tensors in the backend's memory travel; resolved: nccl on cuda, mpi on cpu
   double peak_tflops = 0;    // for MFU; 0 = the backend's own figure
   std::string trace;         // Chrome trace JSON path; empty = none
   double collective_timeout_s = 300;   // watchdog limit of one communication; 0 = off
@@ -130,6 +132,7 @@ const char* to_string(DataFormat v);
 const char* to_string(DataOrder v);
 const char* to_string(Backend v);
 const char* to_string(MpiWait v);
+const char* to_string(Comm v);
 const char* to_string(OnSignal v);
 
 }  // namespace trident

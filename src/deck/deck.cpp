@@ -175,6 +175,7 @@ class DeckReader {
 
   void resolve_derived(Config& cfg) const {
     if (!given("model", "ffn_hidden")) cfg.model.ffn_hidden = 4 * cfg.model.hidden;
+    if (!given("runtime", "comm")) cfg.runtime.comm = cfg.runtime.backend == Backend::Cuda ? Comm::Nccl : Comm::Mpi;
   }
 
   // Input files named in the deck file are relative to the deck's directory; paths given with --set
@@ -241,6 +242,9 @@ class DeckReader {
     if (t.precision == Precision::BF16 && cfg.runtime.backend == Backend::Cpu)
       rule_error("train", "precision",
                  "[train] precision = \"bf16\" needs [runtime] backend = \"cuda\"; the cpu backend computes in fp32");
+    if (cfg.runtime.comm == Comm::Nccl && cfg.runtime.backend == Backend::Cpu)
+      rule_error("runtime", "comm",
+                 "[runtime] comm = \"nccl\" needs [runtime] backend = \"cuda\"; the cpu backend communicates over MPI");
     if (cfg.data.format == DataFormat::Text && m.vocab_size < 256)
       rule_error("model", "vocab_size",
                  fmt::format("[data] format = \"text\" uses byte tokens, so [model] vocab_size = {} must be >= 256",
@@ -404,6 +408,7 @@ TRIDENT_ENUM_NAME(DataFormat, "text", "llmc", "megatron")
 TRIDENT_ENUM_NAME(DataOrder, "sequential", "shuffle")
 TRIDENT_ENUM_NAME(Backend, "cpu", "cuda")
 TRIDENT_ENUM_NAME(MpiWait, "block", "poll")
+TRIDENT_ENUM_NAME(Comm, "mpi", "nccl")
 TRIDENT_ENUM_NAME(OnSignal, "checkpoint-exit", "checkpoint-continue")
 #undef TRIDENT_ENUM_NAME
 

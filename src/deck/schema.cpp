@@ -120,7 +120,7 @@ KeySpec text(const char* sec, const char* key, std::string S::*m, S Config::*s, 
 
 template <class S, class E>
 KeySpec choice(const char* sec, const char* key, E S::*m, S Config::*s, std::vector<std::pair<std::string, E>> options,
-               std::string doc) {
+               std::string doc, std::string default_text = "") {
   KeySpec k;
   k.section = sec;
   k.key = key;
@@ -130,6 +130,7 @@ KeySpec choice(const char* sec, const char* key, E S::*m, S Config::*s, std::vec
     names += fmt::format("{}\"{}\"", names.empty() ? "" : ", ", name);
     if (value == defaults().*s.*m) k.default_text = fmt::format("\"{}\"", name);
   }
+  if (!default_text.empty()) k.default_text = std::move(default_text);
   k.allowed = "one of " + names;
   k.doc = std::move(doc);
   k.apply = [=](const toml::node& n, Config& c) -> std::optional<ValueError> {
@@ -349,6 +350,13 @@ std::vector<KeySpec> build() {
                      {{"block", MpiWait::Block}, {"poll", MpiWait::Poll}},
                      "How MPI waits: MPICH's blocking calls, or MPI_Test with a short sleep (much faster "
                      "when there are more ranks than cores)."));
+  k.push_back(choice("runtime", "comm", &RuntimeConfig::comm, &Config::runtime,
+                     {{"mpi", Comm::Mpi}, {"nccl", Comm::Nccl}},
+                     "How tensors in the backend's memory travel between ranks. nccl: NCCL on the GPU (one GPU per "
+                     "rank). mpi: MPI; on the cuda backend GPU buffers are staged through pinned host memory, so "
+                     "several ranks may share one GPU (how every layout is tested on a one-GPU machine). The cpu "
+                     "backend always uses mpi. Host-side values (losses, norms, signals) always go over MPI.",
+                     "\"nccl\" on cuda, \"mpi\" on cpu"));
   k.push_back(real("runtime", "peak_tflops", &RuntimeConfig::peak_tflops, &Config::runtime, 0.0, false, inf,
                    "Peak TFLOP/s per rank used for MFU; 0 = the backend's own estimate."));
   k.push_back(text("runtime", "trace", &RuntimeConfig::trace, &Config::runtime, "empty, or a file path",

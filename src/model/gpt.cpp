@@ -378,7 +378,7 @@ std::vector<float> GptModel::gather_global(const float* buffer) {
   if (t == 1) return local;
   std::vector<float> global(global_layout_.total(), 0.f);
   std::vector<float> all(local.size() * t);
-  tp_.group->all_gather(local.data(), all.data(), int64_t(local.size()));
+  tp_.group->all_gather_host(local.data(), all.data(), int64_t(local.size()));
   for (int r = 0; r < t; ++r) {
     const ParameterLayout shard(shapes_, r, t, layout_.chunk());
     unshard_parameters(shard, all.data() + r * local.size(), global_layout_, global.data());
@@ -470,7 +470,7 @@ double GptModel::gradient_norm() {
   add_gradient_square_sums(norm_sums_, false, grads_, 0, layout_.total());
   double sums[2];
   k_.copy_to_host_double(sums, norm_sums_, 2);
-  if (tp_.size() > 1) tp_.group->all_reduce(&sums[0], 1);
+  if (tp_.size() > 1) tp_.group->all_reduce_host(&sums[0], 1);
   return std::sqrt(sums[0] + sums[1]);
 }
 

@@ -76,11 +76,11 @@ double GradientFinisher::global_norm() {
   }
   double sums[2];  // sharded over TP, replicated over TP
   k_.copy_to_host_double(sums, norm_sums_, 2);
-  if (reducer_ && reducer_->zero() > 0) mesh_->dp().all_reduce(sums, 2);
+  if (reducer_ && reducer_->zero() > 0) mesh_->dp().all_reduce_host(sums, 2);
   double sharded = sums[0], replicated = sums[1];
-  if (mesh_ && mesh_->tp().size() > 1) mesh_->tp().all_reduce(&sharded, 1);
+  if (mesh_ && mesh_->tp().size() > 1) mesh_->tp().all_reduce_host(&sharded, 1);
   double total = sharded + replicated;
-  if (mesh_ && mesh_->pp().size() > 1) mesh_->pp().all_reduce(&total, 1);
+  if (mesh_ && mesh_->pp().size() > 1) mesh_->pp().all_reduce_host(&total, 1);
   return std::sqrt(total);
 }
 

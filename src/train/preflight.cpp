@@ -10,13 +10,7 @@
 namespace trident {
 
 void check_supported(const Config& cfg) {
-  if (cfg.runtime.backend == Backend::Cuda) {
-    require_cuda_build();
-    if (cfg.mesh.world_size() > 1)
-      throw NotImplemented(fmt::format("training on the cuda backend with {} ranks (tp {} x pp {} x dp {}): GPU "
-                                       "communication is not built yet; one GPU rank trains",
-                                       cfg.mesh.world_size(), cfg.mesh.tp, cfg.mesh.pp, cfg.mesh.dp));
-  }
+  if (cfg.runtime.backend == Backend::Cuda) require_cuda_build();
   if (cfg.train.precision == Precision::BF16) throw NotImplemented("train.precision = \"bf16\" (fp32 only so far)");
 }
 

@@ -58,7 +58,7 @@ StopDecision StopSignals::poll(int64_t step) {
   }
   int32_t pending[2] = {usr1 != usr1_handled_ ? 1 : 0, term != term_handled_ ? 1 : 0};
   // Watched like every collective: a stopped rank is named by the watchdog's message on group 'world'.
-  if (world_) world_->all_reduce(pending, 2, ReduceOp::Max);
+  if (world_) world_->all_reduce_host(pending, 2, ReduceOp::Max);
   usr1_handled_ = usr1;
   term_handled_ = term;
   StopDecision d;

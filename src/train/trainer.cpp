@@ -193,8 +193,8 @@ StepMetrics Trainer::train_step(int64_t step) {
   pipeline_wait_s_ += executor_->last_wait_s();
   const double grad_norm = finisher_->finish(t.grad_clip);
   // The loss is known on the last stage of each DP replica; every rank reports the global batch's.
-  if (mesh_ && mesh_->pp().size() > 1) mesh_->pp().broadcast(&loss_sum, 1, mesh_->pp().size() - 1);
-  if (mesh_ && mesh_->dp().size() > 1) mesh_->dp().all_reduce(&loss_sum, 1);
+  if (mesh_ && mesh_->pp().size() > 1) mesh_->pp().broadcast_host(&loss_sum, 1, mesh_->pp().size() - 1);
+  if (mesh_ && mesh_->dp().size() > 1) mesh_->dp().all_reduce_host(&loss_sum, 1);
 
   StepMetrics m;
   m.step = step;
@@ -225,8 +225,8 @@ double Trainer::validation_loss() {
     sum += executor_->evaluate(int(cfg_.micro_batches_per_step()), [&](int64_t mb, int32_t* inputs, int32_t* targets) {
       fill_micro_batch(*data_.val_sampler, v, mb, inputs, targets);
     });
-  if (mesh_ && mesh_->pp().size() > 1) mesh_->pp().broadcast(&sum, 1, mesh_->pp().size() - 1);
-  if (mesh_ && mesh_->dp().size() > 1) mesh_->dp().all_reduce(&sum, 1);
+  if (mesh_ && mesh_->pp().size() > 1) mesh_->pp().broadcast_host(&sum, 1, mesh_->pp().size() - 1);
+  if (mesh_ && mesh_->dp().size() > 1) mesh_->dp().all_reduce_host(&sum, 1);
   return sum / (double(cfg_.data.val_steps) * cfg_.train.global_batch * shapes_.T);
 }
 

@@ -48,7 +48,7 @@ TEST(ChooseGpu, OneVisibleGpuPerTaskIsGpuZeroForEveryRank) {
 TEST(ChooseGpu, FewerGpusThanRanksIsRefusedUnlessSharingIsAllowed) {
   const std::string message = refusal(2, 4, 2, false);
   EXPECT_THAT(message, HasSubstr("4 ranks on this node but only 2 visible GPUs"));
-  EXPECT_THAT(message, HasSubstr("one rank per GPU, or fewer ranks per node"));
+  EXPECT_THAT(message, HasSubstr("or runtime.comm = \"mpi\" to share GPUs"));
   EXPECT_EQ(choose_gpu(2, 4, 2, true).index, 0);
   EXPECT_EQ(choose_gpu(3, 4, 2, true).index, 1);
   EXPECT_TRUE(choose_gpu(3, 4, 2, true).shared);

@@ -5,8 +5,8 @@
 // A skip must not read as a pass: outside the `gpu` and `slurm` labels (TRIDENT_TEST_MAY_SKIP, set by
 // tests/CMakeLists.txt) the only accepted skip is a case marked not applicable here; any other fails
 // the job. An entry in which every test was skipped on every rank, and none failed, exits with
-// kAllSkipped, which ctest reports as Skipped (SKIP_RETURN_CODE); one in which no test ran at all (a
-// filter that matches nothing) fails.
+// kAllSkipped, which ctest reports as Skipped (SKIP_RETURN_CODE), and so is one whose global test
+// environment skipped; one in which no test ran at all (a filter that matches nothing) fails.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -62,6 +62,15 @@ int count_unexpected_skips(int rank) {
   return count;
 }
 
+// A skip in a global environment's SetUp (the GPU runs of the parallel suites without a GPU) keeps
+// every test from running while gtest counts them as passed: the whole entry is skipped.
+bool environment_skipped(const testing::UnitTest& unit) {
+  const testing::TestResult& r = unit.ad_hoc_test_result();
+  for (int p = 0; p < r.total_part_count(); ++p)
+    if (r.GetTestPartResult(p).skipped()) return true;
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -90,6 +99,14 @@ int main(int argc, char** argv) {
       failed = 1;
     }
     all_skipped = unit.test_to_run_count() > 0 && unit.skipped_test_count() == unit.test_to_run_count() ? 1 : 0;
+    if (environment_skipped(unit)) {
+      all_skipped = 1;
+      if (!std::getenv("TRIDENT_TEST_MAY_SKIP")) {
+        std::fprintf(stderr, "[rank %d] SKIPPED (every test, by the test environment), WHICH ONLY gpu AND slurm "
+                     "TESTS MAY\n", rank);
+        failed = 1;
+      }
+    }
   }
   // One verdict for the job: a failure on any rank fails it; it is skipped only if every rank skipped all.
   int any_failed = failed, every_rank_skipped = all_skipped;

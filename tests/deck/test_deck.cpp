@@ -206,6 +206,9 @@ std::vector<BadDeck> bad_decks() {
       {"Bf16OnCpu", "[train]\nprecision = \"bf16\"\n", {}, 0,
        "deck.toml:2:13: [train] precision = \"bf16\" needs [runtime] backend = \"cuda\"; the cpu backend computes in "
        "fp32"},
+      {"NcclOnCpu", "[runtime]\ncomm = \"nccl\"\n", {}, 0,
+       "deck.toml:2:8: [runtime] comm = \"nccl\" needs [runtime] backend = \"cuda\"; the cpu backend communicates over "
+       "MPI"},
       {"TextVocabTooSmall", "[model]\nvocab_size = 100\n", {}, 0,
        "deck.toml:2:14: [data] format = \"text\" uses byte tokens, so [model] vocab_size = 100 must be >= 256"},
       {"CheckpointEveryStepsWithoutDir", "[checkpoint]\nevery_steps = 100\n", {}, 0,
@@ -356,6 +359,8 @@ std::vector<KeyRow> key_rows() {
       {"runtime", "metrics", "string", "\"\"", "\"\"", "empty, or a file path", "", "", "", "", {}},
       {"runtime", "log_every", "integer", "1", "1", "an integer in [1, 2147483647]", "1", "0", kBig, kBigBad, {}},
       {"runtime", "mpi_wait", "string", "\"block\"", "\"block\"", "one of \"block\", \"poll\"", "", "", "", "", {}},
+      {"runtime", "comm", "string", "\"nccl\" on cuda, \"mpi\" on cpu", "\"mpi\"", "one of \"mpi\", \"nccl\"", "", "",
+       "", "", {}},
       {"runtime", "peak_tflops", "float", "0", "0.0", "a number >= 0", "0.0", "-0.5", "1e300", "inf", {}},
       {"runtime", "trace", "string", "\"\"", "\"\"", "empty, or a file path", "", "", "", "", {}},
       {"runtime", "collective_timeout_s", "float", "300", "300.0", "a number >= 0", "0.0", "-0.5", "1e300", "inf", {}},
@@ -414,7 +419,8 @@ TEST(DeckDefaults, EmptyDeckResolvesToDocumentedDefaults) {
 TEST(DeckDefaults, ExplicitDefaultEqualsAbsentKey) {
   const std::string base = parse("").resolved_toml;
   for (const auto& r : key_rows()) {
-    if (r.key == "ffn_hidden" || r.key == "layers_per_stage") continue;  // derived / descriptive defaults
+    // derived / descriptive defaults
+    if (r.key == "ffn_hidden" || r.key == "layers_per_stage" || r.key == "comm") continue;
     SCOPED_TRACE(r.section + "." + r.key);
     EXPECT_EQ(parse(fmt::format("[{}]\n{} = {}\n", r.section, r.key, r.default_doc)).resolved_toml, base);
   }
@@ -520,6 +526,17 @@ TEST(DeckDefaults, AcceptedBoundaryValuesAreStored) {
   EXPECT_EQ(parse("[mesh]\nzero = 2\n").mesh.zero, 2);
   EXPECT_DOUBLE_EQ(parse("[train]\neps = 1.0\n").train.eps, 1.0);
   EXPECT_DOUBLE_EQ(parse("[train]\nlr = 1\n").train.lr, 1.0);  // an integer is a valid float value
+}
+
+// runtime.comm follows the backend unless given: NCCL on the GPU, MPI on the host; the resolved deck
+// writes the value chosen, so a restart with another default reads the same.
+TEST(DeckRuntime, CommDefaultsToTheBackendsTransport) {
+  EXPECT_EQ(parse("").runtime.comm, Comm::Mpi);
+  const Config cuda = parse("[runtime]\nbackend = \"cuda\"\n");
+  EXPECT_EQ(cuda.runtime.comm, Comm::Nccl);
+  EXPECT_THAT(cuda.resolved_toml, HasSubstr("comm = 'nccl'"));
+  EXPECT_EQ(parse("[runtime]\nbackend = \"cuda\"\ncomm = \"mpi\"\n").runtime.comm, Comm::Mpi);
+  EXPECT_EQ(parse("[runtime]\ncomm = \"mpi\"\n").runtime.comm, Comm::Mpi);
 }
 
 // mesh.dp = "auto": the world size over tp*pp, resolved (and written resolved) once the world is known.
@@ -662,7 +679,7 @@ void expect_same(const Config& a, const Config& b) {
   SAME(data.val_steps);
   SAME(checkpoint.dir); SAME(checkpoint.every_steps); SAME(checkpoint.every_minutes); SAME(checkpoint.keep);
   SAME(checkpoint.resume);
-  SAME(runtime.backend); SAME(runtime.metrics); SAME(runtime.log_every); SAME(runtime.mpi_wait);
+  SAME(runtime.backend); SAME(runtime.metrics); SAME(runtime.log_every); SAME(runtime.mpi_wait); SAME(runtime.comm);
   SAME(runtime.peak_tflops); SAME(runtime.trace);
   SAME(resolved_toml);
 #undef SAME
@@ -997,12 +1014,12 @@ TEST(DeckCli, CheckRefusesWhatTrainRefusesWithTheSameMessage) {
       {"empty data path", "--set data.path=''", 2, "[data] path is empty"},
       {"bf16", "--set train.precision=bf16 --set runtime.backend=cuda", TRIDENT_CUDA_ENABLED ? 3 : 2,
        TRIDENT_CUDA_ENABLED ? "bf16" : "needs a CUDA build"},
-      {"cuda", "--set runtime.backend=cuda --set mesh.dp=2", TRIDENT_CUDA_ENABLED ? 3 : 2, "cuda"},
+      {"nccl on cpu", "--set runtime.comm=nccl --set mesh.dp=2", 2, "needs [runtime] backend = \"cuda\""},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     const CliRun check = run_trident("check " + base + " " + c.set, dir);
-    const std::string ranks = c.name == "cuda" ? "2" : "1";
+    const std::string ranks = c.name == "nccl on cpu" ? "2" : "1";
     std::string ignored;
     const int train_rc = test::run_command(
         fmt::format("(cd {} && {} {} -n {} {} train {} {} >train.out 2>train.err)", dir, test::without_parent_mpi_env(),

@@ -11,6 +11,8 @@
 #include <random>
 
 #include "common/test_support.hpp"
+#include "backend.hpp"
+#include "comm/staging.hpp"
 #include "kernels.hpp"
 
 namespace trident::test {
@@ -38,15 +40,78 @@ std::string write_token_shard(int64_t vocab, int64_t tokens) {
   return path;
 }
 
-TensorsByName by_name(GptModel& model, const float* buffer) {
+// By name, from this TP rank's slice in host memory.
+TensorsByName by_name(GptModel& model, const std::vector<float>& host) {
+  Kernels& k = test_kernels();
+  float* buffer = k.alloc(int64_t(host.size()));
+  k.copy_to_device(buffer, host.data(), int64_t(host.size()));
   const auto whole = model.gather_global(buffer);
+  k.free(buffer);
   TensorsByName out;
   for (const auto& t : model.global_layout().tensors())
     out[t.name] = hf_tensor(model.global_layout(), whole.data(), t);
   return out;
 }
 
+std::unique_ptr<ComputeBackend>& backend_slot() {
+  static std::unique_ptr<ComputeBackend> b;
+  return b;
+}
+
+// Skips every test of the process when the GPU suites find no GPU; releases the kernels before the
+// test main finalises Kokkos and MPI.
+class BackendEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    if (on_gpu() && !cuda_device_available())
+      GTEST_SKIP() << "TRIDENT_TEST_BACKEND=cuda but no CUDA device (or a build without CUDA): the GPU runs of "
+                      "the parallel suites need one";
+  }
+  void TearDown() override { backend_slot().reset(); }
+};
+[[maybe_unused]] const ::testing::Environment* const kBackendEnvironment =
+    ::testing::AddGlobalTestEnvironment(new BackendEnvironment);
+
 }  // namespace
+
+bool on_gpu() {
+  const char* b = std::getenv("TRIDENT_TEST_BACKEND");
+  return b && std::string(b) == "cuda";
+}
+
+Kernels& test_kernels() {
+  auto& b = backend_slot();
+  // On the GPU every rank takes the GPUs it sees, shared (the host-staged transport allows it).
+  if (!b) b = start_backend(on_gpu() ? Backend::Cuda : Backend::Cpu, world_rank(), world_size(), true);
+  return b->kernels();
+}
+
+// Copies for the staged transport on the cpu backend, where "device" memory is host memory: the staging
+// logic (copies in and out, requests finished at their wait or test) runs under every parallel scheme.
+int64_t g_staged_copies = 0;  // copies to the host so far: proof that the staging ran
+
+class HostCopies final : public DeviceCopies {
+ public:
+  void* alloc_host(int64_t bytes) override { return std::malloc(size_t(bytes)); }
+  void free_host(void* p) override { std::free(p); }
+  void to_host(void* host, const void* device, int64_t bytes) override {
+    ++g_staged_copies;
+    std::memcpy(host, device, size_t(bytes));
+  }
+  void to_device(void* device, const void* host, int64_t bytes) override { std::memcpy(device, host, size_t(bytes)); }
+};
+
+bool staged_on_host() {
+  const char* t = std::getenv("TRIDENT_TEST_TRANSPORT");
+  return t && std::string(t) == "staged";
+}
+
+void connect(ParallelMesh& mesh, const Config& cfg) {
+  if (mesh.tensor_transport() != TensorTransport::Host) return;
+  if (!staged_on_host() || on_gpu()) return mesh.connect_tensors(cfg.runtime.comm, test_kernels());
+  for (Group* g : {&mesh.tp(), &mesh.pp(), &mesh.dp(), mesh.embedding()})
+    if (g) g->use_staging(std::make_unique<HostCopies>());
+}
 
 Config small_deck(int64_t vocab, const std::vector<std::string>& overrides) {
   const std::string deck = fmt::format(R"(
@@ -73,7 +138,9 @@ val_path = "{}"
 mpi_wait = "poll"
 )",
                                        vocab, kDeckLr, write_token_shard(vocab, 4096), write_token_shard(vocab, 4096));
-  return parse_deck(deck, "test.toml", overrides, DeckOptions{});
+  std::vector<std::string> all = overrides;
+  if (on_gpu()) all.insert(all.end(), {"runtime.backend=cuda", "runtime.comm=mpi"});
+  return parse_deck(deck, "test.toml", all, DeckOptions{});
 }
 
 // Chunk c's gradients as the optimizer sees them, whole. Under ZeRO each DP rank holds the reduced
@@ -82,16 +149,16 @@ std::vector<float> reduced_gradients(Trainer& trainer, ParallelMesh* mesh, size_
   GptModel& chunk = *trainer.chunks()[c];
   const AdamW& opt = *trainer.optimizers()[c];
   std::vector<float> g(size_t(chunk.layout().total()), 0.f);
-  const float* mine = trainer.range_gradients(c);  // host memory: the tests run the CPU backend
-  std::copy(mine, mine + (opt.end() - opt.begin()), g.begin() + opt.begin());
+  test_kernels().copy_to_host(g.data() + opt.begin(), trainer.range_gradients(c), opt.end() - opt.begin());
   if (!mesh || mesh->dp().size() == 1 || opt.end() - opt.begin() == chunk.layout().total()) return g;
-  mesh->dp().all_reduce(g.data(), int64_t(g.size()));
+  mesh->dp().all_reduce_host(g.data(), int64_t(g.size()));
   return g;
 }
 
 RunResult run_steps(const Config& cfg, ParallelMesh* mesh, int64_t steps) {
-  auto kernels = make_kokkos_kernels();
-  Trainer trainer(cfg, *kernels, mesh);
+  if (mesh) connect(*mesh, cfg);
+  const int64_t copies_before = g_staged_copies;
+  Trainer trainer(cfg, test_kernels(), mesh);
   RunResult r;
   for (int64_t s = 1; s <= steps; ++s) {
     const StepMetrics m = trainer.train_step(s);
@@ -100,10 +167,13 @@ RunResult run_steps(const Config& cfg, ParallelMesh* mesh, int64_t steps) {
     if (s > kGradientSteps) continue;
     TensorsByName& grads = r.grads.emplace_back();
     for (size_t c = 0; c < trainer.chunks().size(); ++c)
-      grads.merge(by_name(*trainer.chunks()[c], reduced_gradients(trainer, mesh, c).data()));
+      grads.merge(by_name(*trainer.chunks()[c], reduced_gradients(trainer, mesh, c)));
   }
   for (size_t c = 0; c < trainer.chunks().size(); ++c)
-    r.final_params.merge(by_name(*trainer.chunks()[c], trainer.whole_parameters(c).data()));
+    r.final_params.merge(by_name(*trainer.chunks()[c], trainer.whole_parameters(c)));
+  if (staged_on_host() && mesh && mesh->world_size() > 1) {
+    EXPECT_GT(g_staged_copies, copies_before) << "TRIDENT_TEST_TRANSPORT=staged but nothing was staged";
+  }
   r.finishing_phases = trainer.gradient_finisher().last_phases();
   r.val_loss = trainer.validation_loss();
   return r;

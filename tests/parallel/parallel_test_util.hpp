@@ -2,6 +2,13 @@
 // Shared set-up for the parallel-equivalence tests: a small GPT deck, a token file, a serial run of
 // the same deck on this rank for reference, whole-model views of a (sharded) model, and the
 // comparison of a parallel run with the serial one.
+//
+// One test source, two backends: with TRIDENT_TEST_BACKEND=cuda (the registrations labelled gpu) every
+// deck gets runtime.backend = "cuda" and runtime.comm = "mpi" (GPU tensors staged through host memory,
+// so all ranks share the machine's one GPU), the serial reference included; the suites then skip,
+// visibly, where there is no GPU. Otherwise everything runs on the cpu backend; with
+// TRIDENT_TEST_TRANSPORT=staged the groups there use the host-staged transport (copies by memcpy), so
+// that its logic runs under every scheme without a GPU.
 #include <map>
 #include <string>
 #include <vector>
@@ -15,6 +22,13 @@ namespace trident::test {
 // A deck for a 2-layer GPT (hidden 64, 4 heads, seq 16) on an llm.c shard of random tokens written
 // to a per-process temporary directory (also its validation data); `overrides` are --set style.
 Config small_deck(int64_t vocab, const std::vector<std::string>& overrides);
+
+// True when the suites run on the GPU (TRIDENT_TEST_BACKEND=cuda).
+bool on_gpu();
+// The process's one compute queue for the suites (released when the tests end).
+Kernels& test_kernels();
+// Gives the mesh's groups the tensor transport of cfg on test_kernels(), once per mesh.
+void connect(ParallelMesh& mesh, const Config& cfg);
 
 using TensorsByName = std::map<std::string, std::vector<float>>;
 

@@ -200,8 +200,9 @@ TEST(DataParallel, ZeroOptimizerStateBytesFollowThePartitionRule) {
     overrides.push_back(fmt::format("mesh.zero={}", zero));
     const Config cfg = small_deck(1009, overrides);
     ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
-    auto kernels = make_kokkos_kernels();
-    Trainer trainer(cfg, *kernels, &mesh);
+    connect(mesh, cfg);
+    Kernels& kernels = test_kernels();
+    Trainer trainer(cfg, kernels, &mesh);
     const MemoryAccount a = trainer.memory_account();
     EXPECT_EQ(a.parameters, zero == 3 ? 4 * (end - begin) : 4 * total) << "zero " << zero << ", rank " << r;
     EXPECT_EQ(a.gradients, zero >= 2 ? 4 * (end - begin) : 4 * total) << "zero " << zero << ", rank " << r;
@@ -231,8 +232,9 @@ TEST(DataParallel, Zero2And3MemoryIsThePartitionPlusStaging) {
                                        fmt::format("mesh.zero={}", zero), "train.steps=2"});
     const Config cfg = small_deck(V, overrides);
     ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
-    auto kernels = make_kokkos_kernels();
-    Trainer trainer(cfg, *kernels, &mesh);
+    connect(mesh, cfg);
+    Kernels& kernels = test_kernels();
+    Trainer trainer(cfg, kernels, &mesh);
     if (zero == 3) {
       EXPECT_EQ(trainer.memory_account().parameters, 4 * (end - begin)) << "at start-up";
     }

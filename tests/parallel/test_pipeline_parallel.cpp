@@ -164,16 +164,17 @@ TEST(PipelineParallel, TiedEmbeddingCopiesStayIdentical) {
   const Config cfg = small_deck(1009, {fmt::format("mesh.pp={}", world_size()), "model.layers=8",
                                        "train.global_batch=16", "model.vocab_pad_to=8"});
   ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
-  auto kernels = make_kokkos_kernels();
-  Trainer trainer(cfg, *kernels, &mesh);
+  connect(mesh, cfg);
+  Kernels& kernels = test_kernels();
+  Trainer trainer(cfg, kernels, &mesh);
   for (int64_t s = 1; s <= 3; ++s) trainer.train_step(s);
   Group* emb = mesh.embedding();
   if (!emb) return;  // middle stages hold no embedding
   const auto& layout = trainer.model().layout();
   const int64_t n = layout.find("transformer.wte.weight").numel;
   std::vector<float> mine(n), both(2 * n);
-  kernels->copy_to_host(mine.data(), trainer.model().params() + layout.wte(), n);
-  emb->all_gather(mine.data(), both.data(), n);
+  kernels.copy_to_host(mine.data(), trainer.model().params() + layout.wte(), n);
+  emb->all_gather_host(mine.data(), both.data(), n);
   EXPECT_EQ(0, std::memcmp(both.data(), both.data() + n, sizeof(float) * n));
 }
 

@@ -86,15 +86,16 @@ TEST(TensorParallel, ReplicatedParametersStayBitIdentical) {
   for (bool sp : {false, true}) {
     const Config cfg = small_deck(1009, layout_overrides(sp, "none", 8));
     ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
-    auto kernels = make_kokkos_kernels();
-    Trainer trainer(cfg, *kernels, &mesh);
+    connect(mesh, cfg);
+    Kernels& kernels = test_kernels();
+    Trainer trainer(cfg, kernels, &mesh);
     for (int64_t s = 1; s <= 5; ++s) trainer.train_step(s);
     const auto& layout = trainer.model().layout();
     std::vector<float> local(layout.total());
-    kernels->copy_to_host(local.data(), trainer.model().params(), layout.total());
+    kernels.copy_to_host(local.data(), trainer.model().params(), layout.total());
     const int t = mesh.tp().size();
     std::vector<float> all(local.size() * t);
-    mesh.tp().all_gather(local.data(), all.data(), int64_t(local.size()));
+    mesh.tp().all_gather_host(local.data(), all.data(), int64_t(local.size()));
     int replicated = 0;
     for (const auto& tensor : layout.tensors()) {
       if (tensor.split != TpSplit::None) continue;
@@ -123,8 +124,9 @@ TEST(TensorParallel, CommunicationVolumePerLayerMatchesAnalytic) {
       overrides.push_back(fmt::format("model.layers={}", layers));
       const Config cfg = small_deck(1009, overrides);
       ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
-      auto kernels = make_kokkos_kernels();
-      GptModel model(GptShapes::from(cfg.model, cfg.mesh.tp), *kernels, Recompute::None, cfg.train.micro_batch,
+      connect(mesh, cfg);
+      Kernels& kernels = test_kernels();
+      GptModel model(GptShapes::from(cfg.model, cfg.mesh.tp), kernels, Recompute::None, cfg.train.micro_batch,
                      TensorParallel{&mesh.tp(), sp});
       std::vector<int32_t> tokens(cfg.train.micro_batch * cfg.model.seq_len, 3);
       mesh.tp().reset_counters();

@@ -32,6 +32,7 @@
 #include "checkpoint/manifest.hpp"
 #include "common/test_support.hpp"
 #include "deck/deck.hpp"
+#include "backend.hpp"
 #include "kernels.hpp"
 #include "train/trainer.hpp"
 
@@ -116,6 +117,20 @@ struct TrainRun {
   std::string checkpoint(int64_t step) const { return dir + "/" + checkpoint_file_name(step); }
 };
 
+// With TRIDENT_TEST_BACKEND=cuda (the gpu-labelled entry) every run trains on the GPU, its ranks sharing
+// it through host-staged MPI (runtime.comm = "mpi"); without a GPU that entry skips as a whole.
+bool on_gpu() {
+  const char* b = std::getenv("TRIDENT_TEST_BACKEND");
+  return b && std::string(b) == "cuda";
+}
+class GpuOrSkip : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    if (on_gpu() && !cuda_device_available()) GTEST_SKIP() << "TRIDENT_TEST_BACKEND=cuda but no CUDA device";
+  }
+};
+[[maybe_unused]] ::testing::Environment* const gpu_or_skip = ::testing::AddGlobalTestEnvironment(new GpuOrSkip);
+
 // `mpiexec -n np trident train DECK` with checkpoint.dir = dir (none when empty), checkpoints every
 // `every` steps, all kept, and a metrics file of its own.
 TrainRun train(int np, const std::string& dir, const std::vector<std::string>& sets, int every = 2,
@@ -129,6 +144,7 @@ TrainRun train(int np, const std::string& dir, const std::vector<std::string>& s
   if (!dir.empty())
     cmd += fmt::format(" --set checkpoint.dir={} --set checkpoint.every_steps={} --set checkpoint.keep=0", dir, every);
   for (const auto& s : sets) cmd += " --set " + s;
+  if (on_gpu()) cmd += " --set runtime.backend=cuda --set runtime.comm=mpi";
   r.rc = run_command(cmd, &r.out);
   r.out = "$ " + cmd + "\n" + r.out;
   std::ifstream f(metrics);

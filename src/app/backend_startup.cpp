@@ -1,0 +1,50 @@
+#include "app/backend_startup.hpp"
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "comm/gpu_sharing.hpp"
+#include "comm/watchdog.hpp"
+#include "core/log.hpp"
+
+namespace trident {
+namespace {
+
+constexpr int kLoggedRanks = 64;
+
+void log_backend_per_rank(ParallelMesh& mesh, const ComputeBackend& backend) {
+  constexpr int kLine = 256;
+  std::string mine = fmt::format("rank {:4d} (node {}, local rank {}): {}", mesh.world_rank(), mesh.node().node,
+                                 mesh.node().local_rank, backend.describe());
+  mine.resize(kLine - 1);
+  std::vector<char> all(size_t(mesh.world_size()) * kLine);
+  MPI_Gather(mine.c_str(), kLine, MPI_CHAR, all.data(), kLine, MPI_CHAR, 0, mesh.world().mpi_comm());
+  if (mesh.world_rank() != 0) return;
+  const int shown = std::min(mesh.world_size(), kLoggedRanks);
+  std::string text;
+  for (int r = 0; r < shown; ++r) text += fmt::format("\n  {}", std::string(&all[size_t(r) * kLine]));
+  if (shown < mesh.world_size()) text += fmt::format("\n  ... and {} more ranks", mesh.world_size() - shown);
+  log::info("compute backend per rank:{}", text);
+}
+
+}  // namespace
+
+std::unique_ptr<ComputeBackend> start_backend_on(ParallelMesh& mesh, const Config& cfg) {
+  const bool share_gpus = cfg.runtime.comm == Comm::Mpi;
+  auto backend = start_backend(cfg.runtime.backend, mesh.node().local_rank, mesh.node().local_size, share_gpus);
+  log_backend_per_rank(mesh, *backend);
+  if (cfg.runtime.backend == Backend::Cuda)
+    check_gpu_sharing(mesh.world().mpi_comm(), mesh.node(), backend->device_uuid(), share_gpus);
+  {
+    const watchdog::Watch watch("NCCL communicator set-up", cfg.runtime.collective_timeout_s);
+    mesh.connect_tensors(cfg.runtime.comm, backend->kernels());
+  }
+  log::info("tensor communication: {}", to_string(mesh.tensor_transport()));
+  return backend;
+}
+
+}  // namespace trident

@@ -1,0 +1,15 @@
+#pragma once
+// Starting a command's compute backend on its mesh: `train` and `topology` start the same way.
+#include <memory>
+
+#include "backend.hpp"
+#include "comm/mesh.hpp"
+
+namespace trident {
+
+// Starts the backend (binding this rank's GPU: the one place that happens), refuses ranks sharing a
+// GPU unless runtime.comm = "mpi", gives the mesh's groups their tensor transport, and logs every
+// rank's device on rank 0 (host, rank, local rank, GPU index, PCI bus id, UUID). Collective over the world.
+std::unique_ptr<ComputeBackend> start_backend_on(ParallelMesh& mesh, const Config& cfg);
+
+}  // namespace trident
