@@ -71,13 +71,15 @@ std::unique_ptr<Kernels> make_cuda_kernels() {
 }
 #endif
 
-bool cuda_device_available() {
+int cuda_device_count() {
 #if TRIDENT_HAVE_CUDA
-  return cuda::device_count() > 0;
+  return cuda::device_count();
 #else
-  return false;
+  return 0;
 #endif
 }
+
+bool cuda_device_available() { return cuda_device_count() > 0; }
 
 std::unique_ptr<ComputeBackend> start_backend(Backend backend, int local_rank, int local_size, bool share_gpus) {
   if (backend == Backend::Cpu) return std::make_unique<KokkosBackend>();

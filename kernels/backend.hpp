@@ -30,6 +30,8 @@ std::unique_ptr<ComputeBackend> start_backend(Backend backend, int local_rank = 
 
 // True in a CUDA build on a machine with a usable CUDA device (tests use it to skip visibly).
 bool cuda_device_available();
+// The CUDA devices this process can see (0 without a CUDA build or a device).
+int cuda_device_count();
 
 // Throws trident::Error when this build of trident has no CUDA backend.
 void require_cuda_build();

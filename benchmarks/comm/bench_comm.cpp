@@ -10,8 +10,7 @@
 //
 // Every rank runs every benchmark and must make the same iteration-count decisions, so each
 // iteration's time is the slowest rank's (a max all-reduce outside the timed region), reported as
-// manual time. Only rank 0 reports: the other ranks get a reporter that prints nothing and never see
-// --benchmark_out.
+// manual time. Only rank 0 reports (common/mpi_benchmark.hpp).
 #include <benchmark/benchmark.h>
 #include <mpi.h>
 
@@ -23,6 +22,7 @@
 #include <vector>
 
 #include "comm/group.hpp"
+#include "common/mpi_benchmark.hpp"
 #include "core/blas_runtime.hpp"
 
 namespace {
@@ -89,12 +89,6 @@ void BM_PingPong(benchmark::State& state) {
   state.counters["ranks"] = g_world->size();
 }
 
-class NullReporter : public benchmark::BenchmarkReporter {
- public:
-  bool ReportContext(const Context&) override { return true; }
-  void ReportRuns(const std::vector<Run>&) override {}
-};
-
 int64_t parse_bytes(const std::string& s) {
   char* end = nullptr;
   int64_t v = std::strtoll(s.c_str(), &end, 10);
@@ -123,8 +117,6 @@ int main(int argc, char** argv) {
       wait_name = a.substr(11);
     } else if (a.rfind("--max_bytes=", 0) == 0) {
       max_bytes = parse_bytes(a.substr(12));
-    } else if (rank != 0 && a.rfind("--benchmark_out", 0) == 0) {
-      // dropped
     } else {
       args.push_back(argv[i]);
     }
@@ -135,9 +127,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   const MpiWait wait = wait_name == "poll" ? MpiWait::Poll : MpiWait::Block;
-  int nargs = static_cast<int>(args.size());
-  args.push_back(nullptr);
-
   std::vector<int> all(size);
   for (int r = 0; r < size; ++r) all[r] = r;
   MPI_Comm world, sync;
@@ -155,17 +144,7 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("ranks", std::to_string(size));
   benchmark::AddCustomContext("mpi_wait", wait_name);
 
-  benchmark::Initialize(&nargs, args.data());
-  if (benchmark::ReportUnrecognizedArguments(nargs, args.data())) {
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  if (rank == 0) {
-    benchmark::RunSpecifiedBenchmarks();
-  } else {
-    NullReporter quiet;
-    benchmark::RunSpecifiedBenchmarks(&quiet);
-  }
-  benchmark::Shutdown();
+  trident::bench::run_on_every_rank(args, rank);
   g_world.reset();
   g_sync.reset();
   MPI_Finalize();

@@ -6,7 +6,7 @@
 //   BM_MemcpyRoundTrip/<bytes>
 //       device -> page-locked host -> device with cudaMemcpy on one rank: the floor of the staging.
 // bytes_per_second = payload / time. Every rank runs every benchmark; an iteration's time is the
-// slowest rank's (a host all-reduce outside the timed region). Only rank 0 reports.
+// slowest rank's (a host all-reduce outside the timed region). Only rank 0 reports (common/mpi_benchmark.hpp).
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
 #include <mpi.h>
@@ -19,6 +19,7 @@
 
 #include "backend.hpp"
 #include "comm/mesh.hpp"
+#include "common/mpi_benchmark.hpp"
 
 namespace {
 
@@ -89,12 +90,6 @@ void BM_MemcpyRoundTrip(benchmark::State& state) {
   k().free(d);
 }
 
-class NullReporter : public benchmark::BenchmarkReporter {
- public:
-  bool ReportContext(const Context&) override { return true; }
-  void ReportRuns(const std::vector<Run>&) override {}
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -107,8 +102,6 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a.rfind("--comm=", 0) == 0)
       comm = a.substr(7);
-    else if (rank != 0 && a.rfind("--benchmark_out", 0) == 0)
-      continue;
     else
       args.push_back(argv[i]);
   }
@@ -140,17 +133,7 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("comm", comm);
   benchmark::AddCustomContext("ranks", std::to_string(m.tp));
 
-  int nargs = static_cast<int>(args.size());
-  args.push_back(nullptr);
-  benchmark::Initialize(&nargs, args.data());
-  if (benchmark::ReportUnrecognizedArguments(nargs, args.data())) MPI_Abort(MPI_COMM_WORLD, 2);
-  if (rank == 0) {
-    benchmark::RunSpecifiedBenchmarks();
-  } else {
-    NullReporter quiet;
-    benchmark::RunSpecifiedBenchmarks(&quiet);
-  }
-  benchmark::Shutdown();
+  trident::bench::run_on_every_rank(args, rank);
   g_mesh.reset();
   g_backend.reset();
   MPI_Finalize();

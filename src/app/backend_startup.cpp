@@ -1,7 +1,6 @@
 #include "app/backend_startup.hpp"
 
 #include <fmt/format.h>
-#include <mpi.h>
 
 #include <algorithm>
 #include <string>
@@ -17,17 +16,14 @@ namespace {
 constexpr int kLoggedRanks = 64;
 
 void log_backend_per_rank(ParallelMesh& mesh, const ComputeBackend& backend) {
-  constexpr int kLine = 256;
-  std::string mine = fmt::format("rank {:4d} (node {}, local rank {}): {}", mesh.world_rank(), mesh.node().node,
-                                 mesh.node().local_rank, backend.describe());
-  mine.resize(kLine - 1);
-  std::vector<char> all(size_t(mesh.world_size()) * kLine);
-  MPI_Gather(mine.c_str(), kLine, MPI_CHAR, all.data(), kLine, MPI_CHAR, 0, mesh.world().mpi_comm());
+  const auto lines = mesh.world().gather_strings_host(fmt::format(
+      "rank {:4d} (node {}, local rank {}): {}", mesh.world_rank(), mesh.node().node, mesh.node().local_rank,
+      backend.describe()));
   if (mesh.world_rank() != 0) return;
-  const int shown = std::min(mesh.world_size(), kLoggedRanks);
+  const size_t shown = std::min(lines.size(), size_t(kLoggedRanks));
   std::string text;
-  for (int r = 0; r < shown; ++r) text += fmt::format("\n  {}", std::string(&all[size_t(r) * kLine]));
-  if (shown < mesh.world_size()) text += fmt::format("\n  ... and {} more ranks", mesh.world_size() - shown);
+  for (size_t r = 0; r < shown; ++r) text += "\n  " + lines[r];
+  if (shown < lines.size()) text += fmt::format("\n  ... and {} more ranks", lines.size() - shown);
   log::info("compute backend per rank:{}", text);
 }
 

@@ -322,6 +322,27 @@ bool Group::test(Request& r) {
   return true;
 }
 
+std::vector<std::string> Group::gather_strings_host(const std::string& mine) {
+  const int length = count(int64_t(mine.size()));
+  std::vector<int> lengths(static_cast<size_t>(size_)), offsets(static_cast<size_t>(size_));
+  MPI_Request r;
+  check_mpi(MPI_Igather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm_, &r), "MPI_Igather");
+  wait_mpi(&r, "gather");
+  std::string all;
+  if (rank_ == 0) {
+    for (int i = 0, offset = 0; i < size_; offset += lengths[size_t(i)], ++i) offsets[size_t(i)] = offset;
+    all.resize(size_t(offsets.back() + lengths.back()));
+  }
+  check_mpi(MPI_Igatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0,
+                         comm_, &r),
+            "MPI_Igatherv");
+  wait_mpi(&r, "gather");
+  std::vector<std::string> texts;
+  if (rank_ == 0)
+    for (int i = 0; i < size_; ++i) texts.push_back(all.substr(size_t(offsets[size_t(i)]), size_t(lengths[size_t(i)])));
+  return texts;
+}
+
 void Group::barrier() {
   if (size_ == 1) return;
   MPI_Request r;

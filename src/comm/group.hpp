@@ -100,6 +100,8 @@ class Group {
   template <class T> void all_reduce_host(T* data, int64_t n, ReduceOp op = ReduceOp::Sum);
   template <class T> void all_gather_host(const T* send, T* recv, int64_t send_count);
   template <class T> void broadcast_host(T* data, int64_t n, int root);
+  // Every rank's text, in group-rank order, on group rank 0 (empty elsewhere): logs, traces.
+  std::vector<std::string> gather_strings_host(const std::string& mine);
   void barrier();
 
   const CommCounters& counters() const { return counters_; }

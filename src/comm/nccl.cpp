@@ -15,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "comm/held_transfers.hpp"
 #include "comm/watchdog.hpp"
 
 #define TRIDENT_NCCL(call)                                                                              \
@@ -71,7 +70,16 @@ struct NcclComm::Impl final : watchdog::DeviceWork {
   int rank = 0;
   std::mutex mutex;  // the monitor thread reads the slots
   std::vector<Slot> slots;
-  HeldTransfers held;
+  // Transfers to this rank itself (a group of one): NCCL runs a send to self only with its receive in
+  // the same ncclGroupStart/End, so they are held until a send, a wait or a collective issues them all.
+  struct SelfTransfer {
+    bool send;
+    int slot;
+    void* data;
+    int64_t count;
+    int dtype;
+  };
+  std::vector<SelfTransfer> to_self;
   // An NCCL call may block on the host (its first use of a peer connects to it): the monitor sees that
   // through these, without the mutex the caller holds.
   std::atomic<double> in_call_since{0};
@@ -119,25 +127,26 @@ struct NcclComm::Impl final : watchdog::DeviceWork {
     s.issued = true;
     s.start_s = watchdog::now_s();
   }
-  // Transfers to this rank itself, as one NCCL group on the main communicator (held_transfers.hpp).
-  void issue(const std::vector<Transfer>& group) {
-    if (group.empty()) return;
-    const InCall call(*this, group.back().send ? "send" : "recv");
+  // The held transfers to self, as one NCCL group on the main communicator.
+  void issue_to_self() {
+    if (to_self.empty()) return;
+    const InCall call(*this, to_self.back().send ? "send" : "recv");
     after_compute(stream);
     TRIDENT_NCCL(ncclGroupStart());
-    for (const Transfer& t : group) {
+    for (const SelfTransfer& t : to_self) {
       if (t.send)
-        TRIDENT_NCCL(ncclSend(t.data, size_t(t.count), dtype_of(t.dtype), t.peer, comm, stream));
+        TRIDENT_NCCL(ncclSend(t.data, size_t(t.count), dtype_of(t.dtype), rank, comm, stream));
       else
-        TRIDENT_NCCL(ncclRecv(t.data, size_t(t.count), dtype_of(t.dtype), t.peer, comm, stream));
+        TRIDENT_NCCL(ncclRecv(t.data, size_t(t.count), dtype_of(t.dtype), rank, comm, stream));
     }
     TRIDENT_NCCL(ncclGroupEnd());
-    for (const Transfer& t : group) issued(t.slot, stream);
+    for (const SelfTransfer& t : to_self) issued(t.slot, stream);
+    to_self.clear();
   }
   // A collective: held transfers go first (every rank issues the same order).
   template <class F> int collective(const char* operation, F enqueue) {
     std::lock_guard lock(mutex);
-    issue(held.all());
+    issue_to_self();
     const int slot = take(operation, -1);
     const InCall call(*this, operation);
     after_compute(stream);
@@ -152,7 +161,8 @@ struct NcclComm::Impl final : watchdog::DeviceWork {
     std::lock_guard lock(mutex);
     const int slot = take(send ? "send" : "recv", peer);
     if (peer == rank) {
-      issue(held.post(Transfer{send, slot, data, n, dtype, peer}));
+      to_self.push_back(SelfTransfer{send, slot, data, n, dtype});
+      if (send) issue_to_self();
       return slot;
     }
     auto& channels = send ? to : from;
@@ -247,7 +257,7 @@ NcclComm::~NcclComm() {
   Impl& m = *impl_;
   if (m.comm) {
     try {
-      m.issue(m.held.all());  // a held transfer's partner may be waiting for it
+      m.issue_to_self();
     } catch (const Error&) {
     }
     cudaStreamSynchronize(m.stream);
@@ -302,7 +312,7 @@ int NcclComm::recv(void* data, int64_t n, int dtype, int peer) {
 void NcclComm::wait(int slot) {
   Impl& m = *impl_;
   std::lock_guard lock(m.mutex);
-  m.issue(m.held.wait_for(slot));
+  if (!m.slots.at(size_t(slot)).issued) m.issue_to_self();
   Impl::Slot& s = m.slots.at(size_t(slot));
   TRIDENT_CUDA(cudaStreamWaitEvent(m.compute, s.done, 0));
   s.busy = false;
@@ -311,7 +321,7 @@ void NcclComm::wait(int slot) {
 bool NcclComm::done(int slot) {
   Impl& m = *impl_;
   std::lock_guard lock(m.mutex);
-  m.issue(m.held.wait_for(slot));
+  if (!m.slots.at(size_t(slot)).issued) m.issue_to_self();
   return m.completed(m.slots.at(size_t(slot)));
 }
 

@@ -11,8 +11,8 @@
 // stream for every transfer deadlocks a pipeline (an interleaved 1F1B step at pp 2 already: both
 // stages send before they receive); with one stream per direction and peer each transfer waits only
 // for its own partner, as with MPI (tests/comm/test_pipeline_on_nccl.cpp simulates every schedule).
-// Transfers to the rank itself (a group of one) go as one NCCL group on the main communicator
-// (comm/held_transfers.hpp).
+// Transfers to the rank itself (a group of one) are held and go as one NCCL group on the main
+// communicator.
 //
 // A hung operation or an asynchronous NCCL error ends the job through the watchdog (comm/watchdog.hpp),
 // which aborts the communicators first. The unique id travels over MPI: no shared file system or TCP

@@ -240,23 +240,12 @@ void Trainer::write_trace() const {
   for (const auto& e : executor_->trace())
     mine.push_back({{"name", e.name}, {"ph", "X"}, {"pid", rank}, {"tid", 0}, {"ts", e.start_us}, {"dur", e.duration_us},
                     {"cat", event_category(e.name)}});
-  const std::string text = mine.dump();
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  int length = int(text.size());
-  std::vector<int> lengths(size), offsets(size);
-  const watchdog::Watch watch("trace gather (MPI_COMM_WORLD)", watchdog::collective_limit_s());
-  MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
-  std::string all;
-  if (rank == 0) {
-    for (int r = 0, off = 0; r < size; off += lengths[r], ++r) offsets[r] = off;
-    all.resize(size_t(offsets[size - 1] + lengths[size - 1]));
-  }
-  MPI_Gatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0, MPI_COMM_WORLD);
+  const std::vector<std::string> texts =
+      mesh_ ? mesh_->world().gather_strings_host(mine.dump()) : std::vector<std::string>{mine.dump()};
   if (rank != 0) return;
   nlohmann::json events = nlohmann::json::array();
-  for (int r = 0; r < size; ++r)
-    for (auto& e : nlohmann::json::parse(all.substr(size_t(offsets[r]), size_t(lengths[r])))) events.push_back(e);
+  for (const std::string& text : texts)
+    for (auto& e : nlohmann::json::parse(text)) events.push_back(e);
   std::ofstream f(cfg_.runtime.trace);
   if (!f.good()) throw Error(fmt::format("[runtime] trace: cannot write {} ({})", cfg_.runtime.trace, std::strerror(errno)));
   f << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";

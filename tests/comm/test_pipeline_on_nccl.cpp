@@ -1,6 +1,4 @@
-// Point-to-point over NCCL, checked without a GPU (comm/nccl.hpp):
-//   * the rule for transfers to the rank itself (comm/held_transfers.hpp);
-//   * a simulation of a whole pipeline step on NCCL's semantics, for every schedule at pp 2 to 8: each
+// Point-to-point over NCCL, checked without a GPU (comm/nccl.hpp): a simulation of a whole pipeline step on NCCL's semantics, for every schedule at pp 2 to 8: each
 //     stage posts and waits exactly as PipelineExecutor::run does (a model of src/pipeline/executor.cpp,
 //     kept in this file); the host never blocks (waits are stream waits); a stream runs one NCCL call
 //     (or group) at a time, which starts once the compute queued before it is done and ends when all
@@ -8,51 +6,24 @@
 //     ignoring tags. With a stream per peer and direction (the transport's channels) the step must
 //     finish, and every receive must meet the very message the MPI tags would have given it (the same
 //     chunk, micro-batch and direction), or data would be silently swapped. With one stream for all
-//     transfers it must deadlock somewhere, which shows the simulation can fail.
+//     transfers it must deadlock somewhere (issued each at once, or held and issued together at the next
+//     send or wait), which shows the simulation can fail.
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
-#include "comm/held_transfers.hpp"
 #include "pipeline/schedule.hpp"
 
 namespace trident::test {
 namespace {
-
-Transfer recv(int slot) { return Transfer{false, slot}; }
-Transfer send(int slot) { return Transfer{true, slot}; }
-
-std::vector<int> slots(const std::vector<Transfer>& ts) {
-  std::vector<int> s;
-  for (const auto& t : ts) s.push_back(t.slot);
-  return s;
-}
-
-TEST(HeldTransfers, ASendGoesOutWithWhatWasHeldAReceiveWaits) {
-  HeldTransfers h;
-  EXPECT_TRUE(h.post(recv(1)).empty());
-  EXPECT_TRUE(h.holds(1));
-  EXPECT_EQ(slots(h.post(send(2))), (std::vector<int>{1, 2}));
-  EXPECT_FALSE(h.holds(1));
-  EXPECT_TRUE(h.wait_for(1).empty());  // issued already
-}
-
-TEST(HeldTransfers, AWaitIssuesUpToItsTransferNotAReceivePostedAfter) {
-  HeldTransfers h;
-  h.post(recv(1));
-  h.post(recv(2));
-  h.post(recv(3));
-  EXPECT_EQ(slots(h.wait_for(2)), (std::vector<int>{1, 2}));
-  EXPECT_TRUE(h.holds(3));
-  EXPECT_EQ(slots(h.all()), (std::vector<int>{3}));
-  EXPECT_TRUE(h.all().empty());
-}
 
 // ---- the pipeline step on NCCL semantics ----
 
@@ -80,7 +51,7 @@ struct Group {
 
 struct Stage {
   std::vector<Op> ops;
-  HeldTransfers held;
+  std::vector<int> held;  // OneStreamHeld: transfers not issued yet, in posting order
   std::map<std::pair<bool, int>, std::deque<Group>> streams;  // communication streams
   std::vector<int> compute;       // compute stream: -1 a kernel, else "wait for transfer i"
   size_t compute_done = 0;
@@ -88,7 +59,8 @@ struct Stage {
 };
 
 // How transfers are issued: on the transport's channels (one stream per peer and direction, each
-// transfer at once), or on one stream, each at once or held by HeldTransfers' rule.
+// transfer at once); or on one stream, each at once, or held until a send (which goes out with all that
+// is held) or a wait (which issues what is held up to its transfer), as NCCL group calls.
 enum class Issue { Channels, OneStream, OneStreamHeld };
 
 class PipelineSimulation {
@@ -148,21 +120,28 @@ class PipelineSimulation {
     const int seq = is_send ? st.sent[peer]++ : st.received[peer]++;
     st.ops.push_back(Op{is_send, peer, seq, msg});
     const int slot = int(st.ops.size()) - 1;
-    const Transfer t{is_send, slot};
-    issue(s, issue_ == Issue::OneStreamHeld ? st.held.post(t) : std::vector<Transfer>{t});
+    if (issue_ != Issue::OneStreamHeld) {
+      issue(s, {slot});
+    } else {
+      st.held.push_back(slot);
+      if (is_send) issue(s, std::exchange(st.held, {}));
+    }
     return slot;
   }
   void wait(int s, int slot) {
     Stage& st = stages_[size_t(s)];
-    issue(s, st.held.wait_for(slot));
+    const auto it = std::find(st.held.begin(), st.held.end(), slot);
+    if (it != st.held.end()) {
+      issue(s, std::vector<int>(st.held.begin(), it + 1));
+      st.held.erase(st.held.begin(), it + 1);
+    }
     st.compute.push_back(slot);
   }
-  void issue(int s, const std::vector<Transfer>& group) {
+  void issue(int s, const std::vector<int>& group) {
     if (group.empty()) return;
     Stage& st = stages_[size_t(s)];
-    Group g{st.compute.size(), {}};
-    for (const auto& t : group) g.ops.push_back(t.slot);
-    const Op& first = st.ops[size_t(group.front().slot)];
+    const Group g{st.compute.size(), group};
+    const Op& first = st.ops[size_t(group.front())];
     const auto channel = issue_ == Issue::Channels ? std::make_pair(first.send, first.peer) : std::make_pair(false, -1);
     st.streams[channel].push_back(g);
   }
@@ -289,9 +268,8 @@ TEST(PipelineOnNccl, EveryScheduleRunsOnChannelsWithoutDeadlockOrSwappedMessages
 }
 
 // One stream for every transfer deadlocks: sent each at once, already 1F1B at pp 2 (both stages reach a
-// send whose partner's receive waits behind the partner's own send); held until a send or wait as
-// HeldTransfers does, the interleaved schedule once m > pp. The self-transfer rule is safe only for
-// what it is used for: a rank and itself.
+// send whose partner's receive waits behind the partner's own send); held and grouped, the interleaved
+// schedule once m > pp.
 TEST(PipelineOnNccl, OneStreamForEveryTransferDeadlocks) {
   int each_at_once = 0, held = 0;
   for (const Case& c : every_case()) {

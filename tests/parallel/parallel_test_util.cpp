@@ -58,14 +58,23 @@ std::unique_ptr<ComputeBackend>& backend_slot() {
   return b;
 }
 
-// Skips every test of the process when the GPU suites find no GPU; releases the kernels before the
-// test main finalises Kokkos and MPI.
+std::string test_transport() {
+  const char* t = std::getenv("TRIDENT_TEST_TRANSPORT");
+  return t ? t : "";
+}
+bool over_nccl() { return test_transport() == "gpu-nccl"; }
+
+// Skips every test of the process when the GPU suites find no GPU (or, over NCCL, fewer GPUs than
+// ranks); releases the kernels before the test main finalises Kokkos and MPI.
 class BackendEnvironment : public ::testing::Environment {
  public:
   void SetUp() override {
     if (on_gpu() && !cuda_device_available())
-      GTEST_SKIP() << "TRIDENT_TEST_BACKEND=cuda but no CUDA device (or a build without CUDA): the GPU runs of "
-                      "the parallel suites need one";
+      GTEST_SKIP() << "TRIDENT_TEST_TRANSPORT=" << test_transport()
+                   << " but no CUDA device (or a build without CUDA): the GPU runs of the parallel suites need one";
+    if (over_nccl() && cuda_device_count() < world_size())
+      GTEST_SKIP() << world_size() << " ranks but " << cuda_device_count()
+                   << " GPU(s) here: the NCCL runs need one GPU per rank (the gpu-staged runs cover one GPU)";
   }
   void TearDown() override { backend_slot().reset(); }
 };
@@ -74,15 +83,12 @@ class BackendEnvironment : public ::testing::Environment {
 
 }  // namespace
 
-bool on_gpu() {
-  const char* b = std::getenv("TRIDENT_TEST_BACKEND");
-  return b && std::string(b) == "cuda";
-}
+bool on_gpu() { return test_transport().rfind("gpu-", 0) == 0; }
 
 Kernels& test_kernels() {
   auto& b = backend_slot();
-  // On the GPU every rank takes the GPUs it sees, shared (the host-staged transport allows it).
-  if (!b) b = start_backend(on_gpu() ? Backend::Cuda : Backend::Cpu, world_rank(), world_size(), true);
+  // gpu-staged: every rank on the GPUs it sees, shared; gpu-nccl: one GPU per rank.
+  if (!b) b = start_backend(on_gpu() ? Backend::Cuda : Backend::Cpu, world_rank(), world_size(), !over_nccl());
   return b->kernels();
 }
 
@@ -101,14 +107,11 @@ class HostCopies final : public DeviceCopies {
   void to_device(void* device, const void* host, int64_t bytes) override { std::memcpy(device, host, size_t(bytes)); }
 };
 
-bool staged_on_host() {
-  const char* t = std::getenv("TRIDENT_TEST_TRANSPORT");
-  return t && std::string(t) == "staged";
-}
+bool staged_on_host() { return test_transport() == "host-staged"; }
 
 void connect(ParallelMesh& mesh, const Config& cfg) {
   if (mesh.tensor_transport() != TensorTransport::Host) return;
-  if (!staged_on_host() || on_gpu()) return mesh.connect_tensors(cfg.runtime.comm, test_kernels());
+  if (!staged_on_host()) return mesh.connect_tensors(cfg.runtime.comm, test_kernels());
   for (Group* g : {&mesh.tp(), &mesh.pp(), &mesh.dp(), mesh.embedding()})
     if (g) g->use_staging(std::make_unique<HostCopies>());
 }
@@ -139,7 +142,7 @@ mpi_wait = "poll"
 )",
                                        vocab, kDeckLr, write_token_shard(vocab, 4096), write_token_shard(vocab, 4096));
   std::vector<std::string> all = overrides;
-  if (on_gpu()) all.insert(all.end(), {"runtime.backend=cuda", "runtime.comm=mpi"});
+  if (on_gpu()) all.insert(all.end(), {"runtime.backend=cuda", over_nccl() ? "runtime.comm=nccl" : "runtime.comm=mpi"});
   return parse_deck(deck, "test.toml", all, DeckOptions{});
 }
 
@@ -172,7 +175,7 @@ RunResult run_steps(const Config& cfg, ParallelMesh* mesh, int64_t steps) {
   for (size_t c = 0; c < trainer.chunks().size(); ++c)
     r.final_params.merge(by_name(*trainer.chunks()[c], trainer.whole_parameters(c)));
   if (staged_on_host() && mesh && mesh->world_size() > 1) {
-    EXPECT_GT(g_staged_copies, copies_before) << "TRIDENT_TEST_TRANSPORT=staged but nothing was staged";
+    EXPECT_GT(g_staged_copies, copies_before) << "TRIDENT_TEST_TRANSPORT=host-staged but nothing was staged";
   }
   r.finishing_phases = trainer.gradient_finisher().last_phases();
   r.val_loss = trainer.validation_loss();

@@ -3,12 +3,14 @@
 // the same deck on this rank for reference, whole-model views of a (sharded) model, and the
 // comparison of a parallel run with the serial one.
 //
-// One test source, two backends: with TRIDENT_TEST_BACKEND=cuda (the registrations labelled gpu) every
-// deck gets runtime.backend = "cuda" and runtime.comm = "mpi" (GPU tensors staged through host memory,
-// so all ranks share the machine's one GPU), the serial reference included; the suites then skip,
-// visibly, where there is no GPU. Otherwise everything runs on the cpu backend; with
-// TRIDENT_TEST_TRANSPORT=staged the groups there use the host-staged transport (copies by memcpy), so
-// that its logic runs under every scheme without a GPU.
+// One test source, several transports, chosen by TRIDENT_TEST_TRANSPORT (tests/parallel/CMakeLists.txt):
+//   unset        the cpu backend, MPI on host memory;
+//   host-staged  the cpu backend with every group on the host-staged transport (memcpy for the device
+//                copies), so that its logic runs under every scheme without a GPU;
+//   gpu-staged   runtime.backend = "cuda", runtime.comm = "mpi": all ranks share the machine's GPU;
+//   gpu-nccl     runtime.backend = "cuda", runtime.comm = "nccl": one GPU per rank.
+// On the GPU every deck gets those keys, the serial reference included, and the suite skips, visibly,
+// without a GPU (or, over NCCL, with fewer GPUs than ranks).
 #include <map>
 #include <string>
 #include <vector>
@@ -23,7 +25,7 @@ namespace trident::test {
 // to a per-process temporary directory (also its validation data); `overrides` are --set style.
 Config small_deck(int64_t vocab, const std::vector<std::string>& overrides);
 
-// True when the suites run on the GPU (TRIDENT_TEST_BACKEND=cuda).
+// True when the suites run on the GPU (TRIDENT_TEST_TRANSPORT=gpu-...).
 bool on_gpu();
 // The process's one compute queue for the suites (released when the tests end).
 Kernels& test_kernels();

@@ -117,16 +117,16 @@ struct TrainRun {
   std::string checkpoint(int64_t step) const { return dir + "/" + checkpoint_file_name(step); }
 };
 
-// With TRIDENT_TEST_BACKEND=cuda (the gpu-labelled entry) every run trains on the GPU, its ranks sharing
-// it through host-staged MPI (runtime.comm = "mpi"); without a GPU that entry skips as a whole.
+// With TRIDENT_TEST_TRANSPORT=gpu-staged (the gpu-labelled entry) every run trains on the GPU, its ranks
+// sharing it through host-staged MPI (runtime.comm = "mpi"); without a GPU that entry skips as a whole.
 bool on_gpu() {
-  const char* b = std::getenv("TRIDENT_TEST_BACKEND");
-  return b && std::string(b) == "cuda";
+  const char* t = std::getenv("TRIDENT_TEST_TRANSPORT");
+  return t && std::string(t) == "gpu-staged";
 }
 class GpuOrSkip : public ::testing::Environment {
  public:
   void SetUp() override {
-    if (on_gpu() && !cuda_device_available()) GTEST_SKIP() << "TRIDENT_TEST_BACKEND=cuda but no CUDA device";
+    if (on_gpu() && !cuda_device_available()) GTEST_SKIP() << "TRIDENT_TEST_TRANSPORT=gpu-staged but no CUDA device";
   }
 };
 [[maybe_unused]] ::testing::Environment* const gpu_or_skip = ::testing::AddGlobalTestEnvironment(new GpuOrSkip);
