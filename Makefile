@@ -1,6 +1,7 @@
 # trident: the two entry points of a fresh Debian 12 machine are `make run` and `make test`.
 # Both install missing packages first (scripts/install-deps.sh, idempotent).
 BUILD   ?= build
+BUILD_GPUSIM ?= build-gpusim
 PRESET  ?=
 JOBS    ?= $(shell nproc)
 DECK    ?= input/tiny.toml
@@ -8,7 +9,7 @@ NP      ?= 1
 ARGS    ?=
 CTEST_ARGS ?=
 
-.PHONY: all deps test-deps configure build run test build-asan test-asan bench clean
+.PHONY: all deps test-deps configure build run test build-gpusim test-gpusim run-gpusim build-asan test-asan bench clean
 
 all: build
 
@@ -29,9 +30,24 @@ build: configure
 run: build
 	$(if $(filter 1,$(NP)),,OPENBLAS_NUM_THREADS=1 )mpiexec -n $(NP) $(BUILD)/trident train $(DECK) $(ARGS)
 
-# Unit, MPI, reference and fault tests (GPU tests skip, visibly, without a device).
-test: test-deps build
-	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) $(CTEST_ARGS)
+# Unit, MPI, reference and fault tests (GPU tests skip, visibly, without a device), then the GPU tests
+# on gpu-sim (label gpu-sim, build-gpusim/): both run, and either failing fails the target.
+test: test-deps build build-gpusim
+	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) $(CTEST_ARGS); rc=$$?; \
+	ctest --test-dir $(BUILD_GPUSIM) --output-on-failure -j$(JOBS) -L gpu-sim $(CTEST_ARGS) && exit $$rc
+
+# gpu-sim (gpusim/README.md): the CUDA backend and the NCCL transport built for and run on the CPU,
+# with the GPU tests only. `make run-gpusim` trains a deck on it (runtime.backend = "cuda").
+build-gpusim: deps
+	cmake -S . -B $(BUILD_GPUSIM) -DCMAKE_BUILD_TYPE=Release -DTRIDENT_GPU_SIM=ON -DTRIDENT_TEST_SET=gpu \
+	  -DTRIDENT_BUILD_BENCHMARKS=OFF $(CMAKE_ARGS)
+	cmake --build $(BUILD_GPUSIM) -j$(JOBS)
+
+test-gpusim: build-gpusim
+	ctest --test-dir $(BUILD_GPUSIM) --output-on-failure -j$(JOBS) -L gpu-sim $(CTEST_ARGS)
+
+run-gpusim: build-gpusim
+	OPENBLAS_NUM_THREADS=1 mpiexec -n $(NP) $(BUILD_GPUSIM)/trident train $(DECK) --set runtime.backend=cuda $(ARGS)
 
 # The sanitizer stage of CI: unit and MPI tests under ASan + UBSan, in build-asan/ (docs/testing.md).
 build-asan: deps
@@ -44,4 +60,4 @@ bench: build
 	./benchmarks/run_all.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) $(BUILD_GPUSIM) build-asan

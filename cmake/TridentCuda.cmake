@@ -1,7 +1,12 @@
 # Optional CUDA backend: CUDA kernels + cuBLAS + NCCL. Compiles without a GPU or driver; the binary
 # never links the driver stub (libcuda), so it still starts on machines without one.
+# TRIDENT_GPU_SIM=ON builds the same backend for gpu-sim instead (gpusim/README.md): the .cu files are
+# compiled by the host C++ compiler against gpusim/include and run on the CPU; no CUDA toolkit is used.
 set(TRIDENT_CUDA_ENABLED OFF)
-if(NOT TRIDENT_CUDA STREQUAL "OFF")
+if(TRIDENT_GPU_SIM)
+  set(TRIDENT_CUDA_ENABLED ON)
+  add_subdirectory(${PROJECT_SOURCE_DIR}/gpusim ${PROJECT_BINARY_DIR}/gpusim)
+elseif(NOT TRIDENT_CUDA STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)   # the default toolkit, even when not on PATH
   endif()
@@ -24,7 +29,7 @@ if(NOT TRIDENT_CUDA STREQUAL "OFF")
     message(FATAL_ERROR "TRIDENT_CUDA=ON but no CUDA compiler was found")
   endif()
 endif()
-message(STATUS "trident: CUDA backend ${TRIDENT_CUDA_ENABLED}")
+message(STATUS "trident: CUDA backend ${TRIDENT_CUDA_ENABLED} (gpu-sim ${TRIDENT_GPU_SIM})")
 if(TRIDENT_CUDA_ENABLED)
   set(TRIDENT_CUDA_ENABLED_INT 1)
 else()
@@ -39,14 +44,21 @@ function(trident_add_cuda_backend target)
     ${PROJECT_SOURCE_DIR}/kernels/cuda/*.cu
 )
   add_library(trident_cuda STATIC ${_cuda_sources})
+  target_include_directories(trident_cuda PUBLIC ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/kernels
+    ${PROJECT_BINARY_DIR}/generated)
+  target_link_libraries(${target} PUBLIC trident_cuda)
+  target_compile_definitions(${target} PUBLIC TRIDENT_HAVE_CUDA=1)
+  if(TRIDENT_GPU_SIM)
+    # The .cu files as C++ for the host compiler. `#pragma unroll` is nvcc's (GCC has its own spelling).
+    set_source_files_properties(${_cuda_sources} PROPERTIES LANGUAGE CXX)
+    target_compile_options(trident_cuda PRIVATE -x c++ -Wno-unknown-pragmas)
+    target_link_libraries(trident_cuda PUBLIC gpusim spdlog::spdlog fmt::fmt)
+    return()
+  endif()
   add_library(trident::nccl UNKNOWN IMPORTED)
   set_target_properties(trident::nccl PROPERTIES IMPORTED_LOCATION ${NCCL_LIBRARY}
     INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
-  target_include_directories(trident_cuda PUBLIC ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/kernels
-    ${PROJECT_BINARY_DIR}/generated)
   target_link_libraries(trident_cuda PUBLIC CUDA::cudart CUDA::cublas CUDA::cublasLt trident::nccl
     MPI::MPI_CXX spdlog::spdlog fmt::fmt)
   set_target_properties(trident_cuda PROPERTIES CUDA_SEPARABLE_COMPILATION OFF POSITION_INDEPENDENT_CODE ON)
-  target_link_libraries(${target} PUBLIC trident_cuda)
-  target_compile_definitions(${target} PUBLIC TRIDENT_HAVE_CUDA=1)
 endfunction()

@@ -9,6 +9,7 @@ packages=(
   libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev
   libtomlplusplus-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libboost-context-dev
   python3-torch python3-numpy python3-h5py
 )
 # Slurm test cluster (ctest label "slurm", tests/slurm/local_cluster.sh) and the run plots (jobs/plot_run.py):

@@ -21,6 +21,7 @@
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checksum.hpp"
 #include "core/log.hpp"
+#include "core/mpi_start.hpp"
 #include "train/progress.hpp"
 
 using namespace trident;
@@ -45,7 +46,7 @@ void drop_cache(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  trident::start_mpi(&argc, &argv);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);

@@ -24,6 +24,7 @@
 #include "comm/group.hpp"
 #include "common/mpi_benchmark.hpp"
 #include "core/blas_runtime.hpp"
+#include "core/mpi_start.hpp"
 
 namespace {
 
@@ -101,7 +102,7 @@ int64_t parse_bytes(const std::string& s) {
 
 int main(int argc, char** argv) {
   trident::tune_blas_for_this_cpu(argc, argv);  // may re-exec the process; before MPI_Init
-  MPI_Init(&argc, &argv);
+  trident::start_mpi(&argc, &argv);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);

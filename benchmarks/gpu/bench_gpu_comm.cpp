@@ -20,6 +20,7 @@
 #include "backend.hpp"
 #include "comm/mesh.hpp"
 #include "common/mpi_benchmark.hpp"
+#include "core/mpi_start.hpp"
 
 namespace {
 
@@ -93,7 +94,7 @@ void BM_MemcpyRoundTrip(benchmark::State& state) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  trident::start_mpi(&argc, &argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   std::string comm = "nccl";

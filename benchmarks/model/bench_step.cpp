@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "core/blas_runtime.hpp"
+#include "core/mpi_start.hpp"
 #include "deck/deck.hpp"
 #include "kernels.hpp"
 #include "model/gpt.hpp"
@@ -488,7 +489,7 @@ int activation_report(const char* mode) {
 
 int main(int argc, char** argv) {
   trident::tune_blas_for_this_cpu(argc, argv);  // may re-exec with OPENBLAS_CORETYPE set (not on a known CPU)
-  MPI_Init(&argc, &argv);
+  trident::start_mpi(&argc, &argv);
   int rc = 0;
   {
     Kokkos::ScopeGuard kokkos(argc, argv);

@@ -49,8 +49,7 @@ void adamw_update(cudaStream_t stream, float* param, const float* grad, float* m
   s.decay = float(1.0 - double(lr) * double(weight_decay));
   s.step_size = float(double(lr) / bc1);
   s.bc2_sqrt = float(std::sqrt(bc2));
-  adamw_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(param, grad, m, v, n, s);
-  TRIDENT_CUDA_CHECK_LAUNCH();
+  TRIDENT_CUDA_CHECK(launch(adamw_kernel, grid_for(n, kThreads), kThreads, 0, stream, param, grad, m, v, n, s));
 }
 
 }  // namespace trident::cuda

@@ -349,9 +349,8 @@ void launch_forward(cudaStream_t stream, float* out, float* lse, const float* qk
                     int64_t HD) {
   constexpr int BQ = kAttnThreads / G;
   const dim3 grid(unsigned(B * NH), unsigned(ceil_div(T, BQ)));
-  attention_forward_kernel<DPT, G, BK><<<grid, kAttnThreads, 0, stream>>>(out, lse, qkv, int(T), int(NH), int(HD),
-                                                                          attention_scale(HD));
-  TRIDENT_CUDA_CHECK_LAUNCH();
+  TRIDENT_CUDA_CHECK(launch(attention_forward_kernel<DPT, G, BK>, grid, kAttnThreads, 0, stream,
+      out, lse, qkv, int(T), int(NH), int(HD), attention_scale(HD)));
 }
 
 template <int DPT, int G, int BQ>
@@ -360,12 +359,10 @@ void launch_backward(cudaStream_t stream, float* dqkv, const float* dout, const 
   constexpr int rows_per_block = kAttnThreads / G;  // keys per dK/dV block, queries per dQ block
   const dim3 grid(unsigned(B * NH), unsigned(ceil_div(T, rows_per_block)));
   const float scale = attention_scale(HD);
-  attention_backward_kv_kernel<DPT, G, BQ>
-      <<<grid, kAttnThreads, 0, stream>>>(dqkv, dout, qkv, lse, D, int(T), int(NH), int(HD), scale);
-  TRIDENT_CUDA_CHECK_LAUNCH();
-  attention_backward_q_kernel<DPT, G, BQ>
-      <<<grid, kAttnThreads, 0, stream>>>(dqkv, dout, qkv, lse, D, int(T), int(NH), int(HD), scale);
-  TRIDENT_CUDA_CHECK_LAUNCH();
+  TRIDENT_CUDA_CHECK(launch(attention_backward_kv_kernel<DPT, G, BQ>, grid, kAttnThreads, 0, stream,
+      dqkv, dout, qkv, lse, D, int(T), int(NH), int(HD), scale));
+  TRIDENT_CUDA_CHECK(launch(attention_backward_q_kernel<DPT, G, BQ>, grid, kAttnThreads, 0, stream,
+      dqkv, dout, qkv, lse, D, int(T), int(NH), int(HD), scale));
 }
 
 }  // namespace
@@ -393,9 +390,8 @@ void attention_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dqkv
   const int64_t rows = B * T * NH;
   auto* D = static_cast<float*>(alloc.allocate(rows * int64_t(sizeof(float))));
   constexpr int kRowDotWarps = 8;
-  attention_row_dot_kernel<<<unsigned(ceil_div(rows, kRowDotWarps)), kRowDotWarps * 32, 0, stream>>>(
-      D, dout, out, rows, int(T), int(NH), int(HD));
-  TRIDENT_CUDA_CHECK_LAUNCH();
+  TRIDENT_CUDA_CHECK(launch(attention_row_dot_kernel, unsigned(ceil_div(rows, kRowDotWarps)), kRowDotWarps * 32, 0,
+      stream, D, dout, out, rows, int(T), int(NH), int(HD)));
   // Backward: 16 dimensions per lane (four operand rows live in registers), tiles of 32 rows.
   if (HD <= 16)
     launch_backward<16, 1, 32>(stream, dqkv, dout, qkv, lse, D, B, T, NH, HD);

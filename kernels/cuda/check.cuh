@@ -2,8 +2,9 @@
 // Error checks and launch helpers shared by the CUDA backend's .cu files (host side).
 //
 // TRIDENT_CUDA_CHECK(call) / TRIDENT_CUBLAS_CHECK(call) throw trident::Error naming the call's text,
-// the error and the file:line. TRIDENT_CUDA_CHECK_LAUNCH() after a <<<...>>> launch reports a bad
-// launch configuration at once (errors inside a kernel surface at the next synchronising call).
+// the error and the file:line. Kernels are launched with launch() (below), checked like any call:
+// TRIDENT_CUDA_CHECK(launch(kernel, grid, block, 0, stream, args...)) reports a bad launch
+// configuration at once (errors inside a kernel surface at the next synchronising call).
 #include <cublasLt.h>
 #include <cublas_api.h>
 #include <cuda_runtime.h>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "core/error.hpp"
 
@@ -37,11 +39,23 @@ inline unsigned grid_for(int64_t n, int threads, int64_t cap = int64_t(1) << 16)
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// kernel<<<grid, block, shared_bytes, stream>>>(args...), written as CUDA's typed cudaLaunchKernelEx:
+// the one launch form that nvcc and a host compiler (gpu-sim: gpusim/README.md) both accept.
+template <class... Params, class... Args>
+cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                   Args&&... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = stream;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
 }  // namespace trident::cuda
 
 #define TRIDENT_CUDA_CHECK(call) ::trident::cuda::check_cuda((call), #call, __FILE__, __LINE__)
 #define TRIDENT_CUBLAS_CHECK(call) ::trident::cuda::check_cublas((call), #call, __FILE__, __LINE__)
-#define TRIDENT_CUDA_CHECK_LAUNCH() ::trident::cuda::check_cuda(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
 
 // Grid-stride loop over [0, n) with 64-bit indices (valid for any n and any grid size).
 #define TRIDENT_GRID_STRIDE(i, n)                                                                   \

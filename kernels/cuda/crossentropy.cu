@@ -1,5 +1,6 @@
 // Fused softmax cross-entropy in the three phases of kernels.hpp (a TP group reduces between them),
-// following kernels/kokkos/crossentropy.hpp. One block per row (grid-stride over rows). Columns are
+// following kernels/kokkos/crossentropy.hpp. One block per row (grid-stride over rows), with a thread
+// per float4 of the row up to 512 (row_threads). Columns are
 // read as float4 when the row start is 16-byte aligned, else one float at a time; the thread ->
 // column assignment depends only on the row's address and sizes, and the block reductions have a
 // fixed order (reduce.cuh), so results are deterministic. Row sums in double as in the reference.
@@ -13,7 +14,7 @@ namespace trident::cuda {
 
 namespace {
 
-constexpr int kThreads = 512;
+constexpr int kThreads = 512;  // at most, per row: fewer for short rows (row_threads)
 constexpr int64_t kMaxRowBlocks = int64_t(1) << 20;
 
 __device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
@@ -109,31 +110,35 @@ __global__ void __launch_bounds__(kThreads)
 
 unsigned row_blocks(int64_t N) { return unsigned(N < kMaxRowBlocks ? N : kMaxRowBlocks); }
 
+// Threads per row: one per float4 of the row, in whole warps, at most kThreads (a short row, a small
+// vocabulary or one TP shard of it, leaves no thread idle through the block reductions).
+unsigned row_threads(int64_t columns) {
+  return unsigned(std::min<int64_t>(kThreads, std::max<int64_t>(32, ceil_div(ceil_div(columns, 4), 32) * 32)));
+}
+
 }  // namespace
 
 void xent_row_max(cudaStream_t stream, float* rowmax, const float* logits, int64_t N, int64_t stride,
                   int64_t vocab_count) {
   if (N <= 0) return;
-  xent_row_max_kernel<<<row_blocks(N), kThreads, 0, stream>>>(rowmax, logits, N, stride, vocab_count);
-  TRIDENT_CUDA_CHECK_LAUNCH();
+  TRIDENT_CUDA_CHECK(launch(xent_row_max_kernel, row_blocks(N), row_threads(vocab_count), 0, stream,
+      rowmax, logits, N, stride, vocab_count));
 }
 
 void xent_sumexp_target(cudaStream_t stream, float* sumexp, float* target_logit, const float* logits,
                         const float* rowmax, const int32_t* targets, int64_t vocab_begin, int64_t N, int64_t stride,
                         int64_t vocab_count) {
   if (N <= 0) return;
-  xent_sumexp_target_kernel<<<row_blocks(N), kThreads, 0, stream>>>(sumexp, target_logit, logits, rowmax, targets,
-                                                                    vocab_begin, N, stride, vocab_count);
-  TRIDENT_CUDA_CHECK_LAUNCH();
+  TRIDENT_CUDA_CHECK(launch(xent_sumexp_target_kernel, row_blocks(N), row_threads(vocab_count), 0, stream,
+      sumexp, target_logit, logits, rowmax, targets, vocab_begin, N, stride, vocab_count));
 }
 
 void xent_loss_grad(cudaStream_t stream, float* losses, float* logits, const float* rowmax, const float* sumexp,
                     const float* target_logit, const int32_t* targets, int64_t vocab_begin, float dloss_scale,
                     int64_t N, int64_t stride, int64_t vocab_count) {
   if (N <= 0) return;
-  xent_loss_grad_kernel<<<row_blocks(N), kThreads, 0, stream>>>(losses, logits, rowmax, sumexp, target_logit, targets,
-                                                                vocab_begin, dloss_scale, N, stride, vocab_count);
-  TRIDENT_CUDA_CHECK_LAUNCH();
+  TRIDENT_CUDA_CHECK(launch(xent_loss_grad_kernel, row_blocks(N), row_threads(stride), 0, stream,
+      losses, logits, rowmax, sumexp, target_logit, targets, vocab_begin, dloss_scale, N, stride, vocab_count));
 }
 
 }  // namespace trident::cuda

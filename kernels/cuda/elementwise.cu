@@ -8,6 +8,9 @@ namespace trident::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+// A sum's thread reads at least this many elements: a block's two reductions (a butterfly per warp,
+// then one over the warps) then cost little against its reads, for the small tensors of a model too.
+constexpr int64_t kSumPerThread = 8;
 
 template <class T>
 __global__ void fill_kernel(T* x, T value, int64_t n) {
@@ -27,10 +30,12 @@ __global__ void scale_kernel(float* x, float s, int64_t n) {
   TRIDENT_GRID_STRIDE(i, n) x[i] *= s;
 }
 
-// Sum (of squares) in two passes. Pass 1: `blocks` blocks (a function of n only, at most
-// kSumMaxBlocks) of kThreads threads; thread g adds x[g], x[g + G], x[g + 2G], ... (G = total
-// threads) in double, the block reduces in its fixed order, partial[block] = result.
-// Pass 2: one block adds partial[0..blocks) in a fixed order onto *acc.
+// Sum (of squares) in two passes. Pass 1: `blocks` blocks (a function of n only: at least
+// kSumPerThread elements per thread, at most kSumMaxBlocks blocks) of up to kThreads threads (whole
+// warps; fewer for a small tensor); thread g adds
+// x[g], x[g + G], x[g + 2G], ... (G = total threads) in double, the block reduces in its fixed order,
+// partial[block] = result. Pass 2: one block of `blocks` threads rounded up to a warp adds
+// partial[0..blocks) in a fixed order onto *acc.
 __global__ void sum_partials_kernel(double* partial, const float* x, int64_t n, bool square) {
   __shared__ double shared[32];
   double s = 0.0;
@@ -54,41 +59,37 @@ __global__ void sum_finish_kernel(double* acc, const double* partial, int blocks
 
 void fill(cudaStream_t stream, float* x, float value, int64_t n) {
   if (n <= 0) return;
-  fill_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(x, value, n);
-  TRIDENT_CUDA_CHECK_LAUNCH();
+  TRIDENT_CUDA_CHECK(launch(fill_kernel<float>, grid_for(n, kThreads), kThreads, 0, stream, x, value, n));
 }
 
 void fill_double(cudaStream_t stream, double* x, double value, int64_t n) {
   if (n <= 0) return;
-  fill_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(x, value, n);
-  TRIDENT_CUDA_CHECK_LAUNCH();
+  TRIDENT_CUDA_CHECK(launch(fill_kernel<double>, grid_for(n, kThreads), kThreads, 0, stream, x, value, n));
 }
 
 void add(cudaStream_t stream, float* out, const float* a, const float* b, int64_t n) {
   if (n <= 0) return;
-  add_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(out, a, b, n);
-  TRIDENT_CUDA_CHECK_LAUNCH();
+  TRIDENT_CUDA_CHECK(launch(add_kernel, grid_for(n, kThreads), kThreads, 0, stream, out, a, b, n));
 }
 
 void accumulate(cudaStream_t stream, float* y, const float* x, int64_t n) {
   if (n <= 0) return;
-  accumulate_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(y, x, n);
-  TRIDENT_CUDA_CHECK_LAUNCH();
+  TRIDENT_CUDA_CHECK(launch(accumulate_kernel, grid_for(n, kThreads), kThreads, 0, stream, y, x, n));
 }
 
 void scale(cudaStream_t stream, float* x, float s, int64_t n) {
   if (n <= 0) return;
-  scale_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(x, s, n);
-  TRIDENT_CUDA_CHECK_LAUNCH();
+  TRIDENT_CUDA_CHECK(launch(scale_kernel, grid_for(n, kThreads), kThreads, 0, stream, x, s, n));
 }
 
 void sum_into(cudaStream_t stream, double* acc, const float* x, int64_t n, bool square, double* partials) {
   if (n <= 0) return;  // adds nothing
-  const int blocks = int(grid_for(n, kThreads, kSumMaxBlocks));
-  sum_partials_kernel<<<blocks, kThreads, 0, stream>>>(partials, x, n, square);
-  TRIDENT_CUDA_CHECK_LAUNCH();
-  sum_finish_kernel<<<1, kSumMaxBlocks, 0, stream>>>(acc, partials, blocks);
-  TRIDENT_CUDA_CHECK_LAUNCH();
+  const int64_t readers = ceil_div(n, kSumPerThread);
+  const int threads = int(std::min<int64_t>(kThreads, ceil_div(readers, 32) * 32));
+  const int blocks = int(grid_for(readers, threads, kSumMaxBlocks));
+  TRIDENT_CUDA_CHECK(launch(sum_partials_kernel, blocks, threads, 0, stream, partials, x, n, square));
+  const unsigned finish_threads = unsigned(ceil_div(blocks, 32) * 32);
+  TRIDENT_CUDA_CHECK(launch(sum_finish_kernel, 1, finish_threads, 0, stream, acc, partials, blocks));
 }
 
 }  // namespace trident::cuda

@@ -83,9 +83,8 @@ __global__ void position_backward_kernel(float* dwpe, const float* dout, int64_t
 void embedding_forward(cudaStream_t stream, float* out, const int32_t* tokens, const float* wte, int64_t vocab_begin,
                        int64_t vocab_count, int64_t N, int64_t C) {
   if (N <= 0 || C <= 0) return;
-  embedding_forward_kernel<<<unsigned(std::min(N, kMaxRowBlocks)), kThreads, 0, stream>>>(out, tokens, wte, vocab_begin,
-                                                                                          vocab_count, N, C);
-  TRIDENT_CUDA_CHECK_LAUNCH();
+  TRIDENT_CUDA_CHECK(launch(embedding_forward_kernel, unsigned(std::min(N, kMaxRowBlocks)), kThreads, 0, stream,
+      out, tokens, wte, vocab_begin, vocab_count, N, C));
 }
 
 void embedding_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dwte, const float* dout,
@@ -103,9 +102,8 @@ void embedding_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dwte
   auto* keys_out = static_cast<int32_t*>(alloc.allocate(bytes));
   auto* pos_in = static_cast<int32_t*>(alloc.allocate(bytes));
   auto* pos_out = static_cast<int32_t*>(alloc.allocate(bytes));
-  embedding_keys_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(keys_in, pos_in, tokens, vocab_begin,
-                                                                        vocab_count, N);
-  TRIDENT_CUDA_CHECK_LAUNCH();
+  TRIDENT_CUDA_CHECK(launch(embedding_keys_kernel, grid_for(N, kThreads), kThreads, 0, stream,
+      keys_in, pos_in, tokens, vocab_begin, vocab_count, N));
 
   size_t temp_bytes = 0;  // size query: launches nothing
   TRIDENT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys_in, keys_out, pos_in, pos_out, int(N),
@@ -115,8 +113,8 @@ void embedding_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dwte
                                                      end_bit, stream));
 
   const dim3 grid(unsigned(N), unsigned(ceil_div(C, kBackwardCols)));
-  embedding_backward_kernel<<<grid, kBackwardCols, 0, stream>>>(dwte, dout, keys_out, pos_out, vocab_count, N, C);
-  TRIDENT_CUDA_CHECK_LAUNCH();
+  TRIDENT_CUDA_CHECK(launch(embedding_backward_kernel, grid, kBackwardCols, 0, stream,
+      dwte, dout, keys_out, pos_out, vocab_count, N, C));
   // Stream-ordered release: later users of these blocks run after the kernels above.
   alloc.release(temp);
   alloc.release(pos_out);
@@ -129,8 +127,8 @@ void position_forward(cudaStream_t stream, float* out, const float* wpe, int64_t
                       int64_t t_begin) {
   const int64_t N = B * T;
   if (N <= 0 || C <= 0) return;
-  position_forward_kernel<<<unsigned(std::min(N, kMaxRowBlocks)), kThreads, 0, stream>>>(out, wpe, N, T, C, t_begin);
-  TRIDENT_CUDA_CHECK_LAUNCH();
+  TRIDENT_CUDA_CHECK(launch(position_forward_kernel, unsigned(std::min(N, kMaxRowBlocks)), kThreads, 0, stream,
+      out, wpe, N, T, C, t_begin));
 }
 
 void position_backward(cudaStream_t stream, float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C,
@@ -138,8 +136,7 @@ void position_backward(cudaStream_t stream, float* dwpe, const float* dout, int6
   if (T <= 0 || C <= 0 || B <= 0) return;
   TRIDENT_CHECK(ceil_div(C, kThreads) <= 65535, "position_backward: C = {} too large", C);
   const dim3 grid(unsigned(std::min(T, kMaxRowBlocks)), unsigned(ceil_div(C, kThreads)));
-  position_backward_kernel<<<grid, kThreads, 0, stream>>>(dwpe, dout, B, T, C, t_begin);
-  TRIDENT_CUDA_CHECK_LAUNCH();
+  TRIDENT_CUDA_CHECK(launch(position_backward_kernel, grid, kThreads, 0, stream, dwpe, dout, B, T, C, t_begin));
 }
 
 }  // namespace trident::cuda

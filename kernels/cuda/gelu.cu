@@ -38,14 +38,12 @@ __global__ void gelu_backward_kernel(float* dinp, const float* inp, const float*
 
 void gelu_forward(cudaStream_t stream, float* out, const float* inp, int64_t n) {
   if (n <= 0) return;
-  gelu_forward_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(out, inp, n);
-  TRIDENT_CUDA_CHECK_LAUNCH();
+  TRIDENT_CUDA_CHECK(launch(gelu_forward_kernel, grid_for(n, kThreads), kThreads, 0, stream, out, inp, n));
 }
 
 void gelu_backward(cudaStream_t stream, float* dinp, const float* inp, const float* dout, int64_t n) {
   if (n <= 0) return;
-  gelu_backward_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(dinp, inp, dout, n);
-  TRIDENT_CUDA_CHECK_LAUNCH();
+  TRIDENT_CUDA_CHECK(launch(gelu_backward_kernel, grid_for(n, kThreads), kThreads, 0, stream, dinp, inp, dout, n));
 }
 
 }  // namespace trident::cuda

@@ -91,8 +91,8 @@ void layernorm_forward(cudaStream_t stream, float* out, float* mean, float* rstd
                        const float* weight, const float* bias, int64_t N, int64_t C) {
   if (N <= 0 || C <= 0) return;
   const unsigned blocks = unsigned(ceil_div(N, kWarpsPerBlock));
-  layernorm_forward_kernel<<<blocks, kWarpsPerBlock * 32, 0, stream>>>(out, mean, rstd, inp, weight, bias, N, C);
-  TRIDENT_CUDA_CHECK_LAUNCH();
+  TRIDENT_CUDA_CHECK(launch(layernorm_forward_kernel, blocks, kWarpsPerBlock * 32, 0, stream,
+      out, mean, rstd, inp, weight, bias, N, C));
 }
 
 void layernorm_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dinp, float* dweight, float* dbias,
@@ -101,9 +101,8 @@ void layernorm_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dinp
   if (N <= 0 || C <= 0) return;
   if (dinp) {
     const unsigned blocks = unsigned(ceil_div(N, kWarpsPerBlock));
-    layernorm_backward_input_kernel<<<blocks, kWarpsPerBlock * 32, 0, stream>>>(dinp, dout, inp, weight, mean, rstd,
-                                                                                N, C);
-    TRIDENT_CUDA_CHECK_LAUNCH();
+    TRIDENT_CUDA_CHECK(launch(layernorm_backward_input_kernel, blocks, kWarpsPerBlock * 32, 0, stream,
+        dinp, dout, inp, weight, mean, rstd, N, C));
   }
   if (dweight || dbias) {
     float* const outs[2] = {dweight, dbias};

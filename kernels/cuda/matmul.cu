@@ -50,14 +50,12 @@ unsigned row_blocks(int64_t N) { return unsigned(std::min<int64_t>(N, int64_t(1)
 
 void broadcast_bias(cudaStream_t stream, float* out, const float* bias, int64_t N, int64_t OC) {
   if (N <= 0 || OC <= 0) return;
-  broadcast_bias_kernel<<<row_blocks(N), kThreads, 0, stream>>>(out, bias, N, OC);
-  TRIDENT_CUDA_CHECK_LAUNCH();
+  TRIDENT_CUDA_CHECK(launch(broadcast_bias_kernel, row_blocks(N), kThreads, 0, stream, out, bias, N, OC));
 }
 
 void add_bias(cudaStream_t stream, float* out, const float* bias, int64_t N, int64_t OC) {
   if (N <= 0 || OC <= 0) return;
-  add_bias_kernel<<<row_blocks(N), kThreads, 0, stream>>>(out, bias, N, OC);
-  TRIDENT_CUDA_CHECK_LAUNCH();
+  TRIDENT_CUDA_CHECK(launch(add_bias_kernel, row_blocks(N), kThreads, 0, stream, out, bias, N, OC));
 }
 
 void bias_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dbias, const float* dout, int64_t N,

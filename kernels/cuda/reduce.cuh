@@ -109,12 +109,11 @@ void column_sums(cudaStream_t stream, DeviceAllocator& alloc, float* const (&out
   const int64_t chunks = ceil_div(N, rows_per_chunk);
   double* partial = static_cast<double*>(alloc.allocate(K * chunks * C * int64_t(sizeof(double))));
   const dim3 grid(unsigned(ceil_div(C, kColTile)), unsigned(chunks)), block(kColTile, kColRowLanes);
-  column_partials_kernel<K><<<grid, block, 0, stream>>>(partial, f, N, C, rows_per_chunk);
-  TRIDENT_CUDA_CHECK_LAUNCH();
+  TRIDENT_CUDA_CHECK(launch(column_partials_kernel<K, F>, grid, block, 0, stream, partial, f, N, C, rows_per_chunk));
   for (int k = 0; k < K; ++k) {
     if (outs[k] == nullptr) continue;
-    column_finish_kernel<<<unsigned(ceil_div(C, 256)), 256, 0, stream>>>(outs[k], partial + k * chunks * C, chunks, C);
-    TRIDENT_CUDA_CHECK_LAUNCH();
+    TRIDENT_CUDA_CHECK(launch(column_finish_kernel<float>, unsigned(ceil_div(C, 256)), 256, 0, stream,
+        outs[k], partial + k * chunks * C, chunks, C));
   }
   alloc.release(partial);  // stream-ordered: the next user of the block runs after these kernels
 }

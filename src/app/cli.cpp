@@ -11,6 +11,7 @@
 #include "core/fatal.hpp"
 #include "core/fault_injection.hpp"
 #include "core/log.hpp"
+#include "core/mpi_start.hpp"
 #include "planner/plan_command.hpp"
 #include "train/stop_signals.hpp"
 #include "trident_version.hpp"
@@ -88,7 +89,7 @@ int cli_main(int argc, char** argv) {
     // So both signals are held through MPI_Init and ours are installed again before they are delivered.
     // Threads MPI_Init starts inherit the mask, so the signals reach this thread.
     const StopSignalsHeld held;
-    MPI_Init(&argc, &argv);
+    start_mpi(&argc, &argv);
     install_stop_signal_counters();
   }
   int rank = 0, size = 1;

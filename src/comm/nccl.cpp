@@ -183,6 +183,10 @@ struct NcclComm::Impl final : watchdog::DeviceWork {
   }
   // The channels to and from the ring neighbours (group ranks r - 1 and r + 1): for each pair {k, k+1}
   // and each direction a 2-rank communicator split off the group's, in the same order on every rank.
+  // Each is connected at once: NCCL connects a peer at its first send or receive, and that call blocks
+  // the host until the peer makes its own first call on the connection; a pipeline posts a receive
+  // before it sends, so both ranks of a pair would block in their receive for ever (found on gpu-sim,
+  // tests/gpu/test_gpu_comm.cpp at 2 ranks). Connected here, in this fixed order, no later call blocks.
   void make_channels(int size) {
     const int pairs = size == 1 ? 0 : size == 2 ? 1 : size;
     for (int k = 0; k < pairs; ++k) {
@@ -195,9 +199,22 @@ struct NcclComm::Impl final : watchdog::DeviceWork {
         TRIDENT_CUDA(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
         const int other = rank == sender ? receiver : sender;
         c.peer = other < rank ? 0 : 1;  // the split orders by group rank
+        connect(c, rank == sender);
         (rank == sender ? to : from)[other] = c;
       }
     }
+  }
+  // One float over the channel, waited for: NCCL sets up the connection on the way.
+  static void connect(const Channel& c, bool send) {
+    float* one = nullptr;
+    TRIDENT_CUDA(cudaMalloc(&one, sizeof(float)));
+    TRIDENT_CUDA(cudaMemsetAsync(one, 0, sizeof(float), c.stream));
+    if (send)
+      TRIDENT_NCCL(ncclSend(one, 1, ncclFloat32, c.peer, c.comm, c.stream));
+    else
+      TRIDENT_NCCL(ncclRecv(one, 1, ncclFloat32, c.peer, c.comm, c.stream));
+    TRIDENT_CUDA(cudaStreamSynchronize(c.stream));
+    TRIDENT_CUDA(cudaFree(one));
   }
   std::vector<ncclComm_t> all_comms() const {
     std::vector<ncclComm_t> all = {comm};

@@ -11,6 +11,8 @@
 // stream for every transfer deadlocks a pipeline (an interleaved 1F1B step at pp 2 already: both
 // stages send before they receive); with one stream per direction and peer each transfer waits only
 // for its own partner, as with MPI (tests/comm/test_pipeline_on_nccl.cpp simulates every schedule).
+// The channels are connected when they are made (NCCL's first transfer on a connection blocks the host
+// until the peer's first one), so that no later send or receive waits on the host.
 // Transfers to the rank itself (a group of one) are held and go as one NCCL group on the main
 // communicator.
 //

@@ -21,6 +21,7 @@
 #include "core/error.hpp"
 #include "core/fatal.hpp"
 #include "core/log.hpp"
+#include "core/mpi_start.hpp"
 
 namespace {
 
@@ -64,7 +65,7 @@ int body(const std::string& mode) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  trident::start_mpi(&argc, &argv);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);

@@ -19,6 +19,7 @@
 #include "core/fatal.hpp"
 #include "core/log.hpp"
 #include "common/test_support.hpp"
+#include "core/mpi_start.hpp"
 
 namespace {
 
@@ -75,7 +76,7 @@ bool environment_skipped(const testing::UnitTest& unit) {
 
 int main(int argc, char** argv) {
   trident::tune_blas_for_this_cpu(argc, argv);
-  MPI_Init(&argc, &argv);
+  trident::start_mpi(&argc, &argv);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);

@@ -13,6 +13,7 @@
 #include "comm/mesh.hpp"
 #include "comm/watchdog.hpp"
 #include "core/fatal.hpp"
+#include "core/mpi_start.hpp"
 #include "cuda/cuda_kernels.hpp"
 #include "cuda/device.hpp"
 
@@ -22,7 +23,7 @@ void CUDART_CB stall(void*) { std::this_thread::sleep_for(std::chrono::seconds(1
 
 int main(int argc, char** argv) {
   using namespace trident;
-  MPI_Init(&argc, &argv);
+  trident::start_mpi(&argc, &argv);
   if (cuda::device_count() == 0) {
     std::fprintf(stderr, "no CUDA device\n");
     MPI_Finalize();

@@ -7,14 +7,17 @@
 //     ranks; elsewhere that case skips with a message.
 // Each result is read back with the compute queue's own copy, so it also checks that the operation is
 // ordered before the compute stream's later work (events, not a device-wide synchronisation).
-// Skips without a CUDA build or without a GPU.
+// A watchdog runs as in `trident train`: an operation that never completes (a call order that
+// deadlocks NCCL) ends the job within 60 s, naming it. Skips without a CUDA build or without a GPU.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <numeric>
 #include <vector>
 
 #include "backend.hpp"
 #include "comm/mesh.hpp"
+#include "comm/watchdog.hpp"
 #include "common/test_support.hpp"
 
 #if TRIDENT_HAVE_CUDA
@@ -36,6 +39,17 @@ int gpus() {
   do {                                                                                                \
     if (gpus() == 0) GTEST_SKIP() << "no CUDA device (or a build without CUDA): GPU communication needs one"; \
   } while (0)
+
+class WatchdogEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override { monitor_ = std::make_unique<watchdog::Monitor>(60.0, 0.0); }
+  void TearDown() override { monitor_.reset(); }
+
+ private:
+  std::unique_ptr<watchdog::Monitor> monitor_;
+};
+[[maybe_unused]] const ::testing::Environment* const kWatchdog =
+    ::testing::AddGlobalTestEnvironment(new WatchdogEnvironment);
 
 float value(int r, int64_t i) { return float(r + 1) + float(i % 11) * 0.25f; }
 

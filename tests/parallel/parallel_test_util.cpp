@@ -8,11 +8,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <random>
 
 #include "common/test_support.hpp"
 #include "backend.hpp"
 #include "comm/staging.hpp"
+#include "comm/watchdog.hpp"
 #include "kernels.hpp"
 
 namespace trident::test {
@@ -65,7 +67,9 @@ std::string test_transport() {
 bool over_nccl() { return test_transport() == "gpu-nccl"; }
 
 // Skips every test of the process when the GPU suites find no GPU (or, over NCCL, fewer GPUs than
-// ranks); releases the kernels before the test main finalises Kokkos and MPI.
+// ranks); releases the kernels before the test main finalises Kokkos and MPI. On the GPU a watchdog
+// runs, as in `trident train`: a transfer or collective that never completes (an NCCL call order that
+// deadlocks) ends the job naming it, within kGpuCollectiveLimitS, instead of running into ctest's limit.
 class BackendEnvironment : public ::testing::Environment {
  public:
   void SetUp() override {
@@ -75,8 +79,17 @@ class BackendEnvironment : public ::testing::Environment {
     if (over_nccl() && cuda_device_count() < world_size())
       GTEST_SKIP() << world_size() << " ranks but " << cuda_device_count()
                    << " GPU(s) here: the NCCL runs need one GPU per rank (the gpu-staged runs cover one GPU)";
+    if (on_gpu()) monitor_ = std::make_unique<watchdog::Monitor>(kGpuCollectiveLimitS, 0.0);
   }
-  void TearDown() override { backend_slot().reset(); }
+  void TearDown() override {
+    backend_slot().reset();
+    monitor_.reset();
+  }
+
+ private:
+  // Longer than any legitimate wait of a rank for another's step on a busy 2-core machine (gpu-sim).
+  static constexpr double kGpuCollectiveLimitS = 300;
+  std::unique_ptr<watchdog::Monitor> monitor_;
 };
 [[maybe_unused]] const ::testing::Environment* const kBackendEnvironment =
     ::testing::AddGlobalTestEnvironment(new BackendEnvironment);

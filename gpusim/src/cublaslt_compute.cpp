@@ -1,0 +1,167 @@
+// gpu-sim's cuBLASLt: the GEMM that cublasLtMatmul queued, run on the stream's worker thread.
+//
+// First, as a GPU would, it faults (cudaErrorIllegalAddress, the device's sticky error) on any operand
+// the device cannot reach: every range it reads or writes must lie in cudaMalloc'd or page-locked host
+// memory. Then it fills the workspace it uses with a pattern (a workspace released too early and
+// reused is overwritten, as on a GPU), and computes with OpenBLAS: column-major sgemm (exact fp32, no
+// TF32) or dgemm, then the epilogue. Results match cuBLAS's only to rounding: both sum the k products
+// in a blocking order of their own.
+#include <cblas.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <gpusim/runtime.hpp>
+#include <string>
+
+#include "cublaslt_internal.hpp"
+
+namespace gpusim::lt {
+
+double scalar_value(const void* p, Scalar s) {
+  if (s == Scalar::F64) return *static_cast<const double*>(p);
+  return *static_cast<const float*>(p);
+}
+
+namespace {
+
+constexpr unsigned char kWorkspacePattern = 0x5a;
+
+CBLAS_TRANSPOSE op(bool trans) { return trans ? CblasTrans : CblasNoTrans; }
+
+// cblas wants ld >= 1 even where nothing is read (k == 0).
+int ld_of(const Matrix& m) { return int(std::max<int64_t>(m.ld, 1)); }
+
+void gemm(const Problem& p, float alpha, const float* A, const float* B, float beta, float* D) {
+  cblas_sgemm(CblasColMajor, op(p.transa), op(p.transb), int(p.m), int(p.n), int(p.k), alpha, A, ld_of(p.a), B,
+              ld_of(p.b), beta, D, ld_of(p.d));
+}
+
+void gemm(const Problem& p, double alpha, const double* A, const double* B, double beta, double* D) {
+  cblas_dgemm(CblasColMajor, op(p.transa), op(p.transb), int(p.m), int(p.n), int(p.k), alpha, A, ld_of(p.a), B,
+              ld_of(p.b), beta, D, ld_of(p.d));
+}
+
+bool accessible(const char* name, const void* p, int64_t bytes) {
+  if (bytes <= 0 || device_accessible(p, size_t(bytes))) return true;
+  device_fault(cudaErrorIllegalAddress, std::string(name) + " [" + address(p) + ", +" + std::to_string(bytes) +
+                                            " bytes) is not device memory or page-locked host memory");
+  return false;
+}
+
+int64_t bias_extent(const Problem& p) {
+  if (p.bias_length == 0) return 0;
+  return int64_t(p.batch - 1) * p.bias_batch_stride + p.bias_length;
+}
+
+bool operands_accessible(const Job& job, bool reads_c) {
+  const Problem& p = job.p;
+  const auto e = int64_t(p.element_bytes);
+  return accessible("A", job.A, p.a.extent(p.batch) * e) && accessible("B", job.B, p.b.extent(p.batch) * e) &&
+         (!reads_c || accessible("C", job.C, p.c.extent(p.batch) * e)) &&
+         accessible("D", job.D, p.d.extent(p.batch) * e) &&
+         (!p.epilogue.reads_bias_pointer() || accessible("bias", p.bias, bias_extent(p) * e)) &&
+         (!p.epilogue.aux || accessible("epilogue aux", p.aux, p.aux_matrix.extent(p.batch) * e)) &&
+         accessible("workspace", job.workspace, int64_t(job.workspace_bytes));
+}
+
+// One batch entry's operands.
+template <class T>
+struct Operands {
+  const T* A;
+  const T* B;
+  const T* C;  // null when beta is zero and C was not given
+  T* D;
+  T* bias;  // read (BIAS) or written (BGRADA/B)
+  T* aux;
+};
+
+// cuBLASLt's GELU: the tanh approximation.
+template <class T>
+T gelu(T x) {
+  const T c = T(0.7978845608028654);  // sqrt(2 / pi)
+  return T(0.5) * x * (T(1) + std::tanh(c * (x + T(0.044715) * x * x * x)));
+}
+
+// BGRADA: bias[i] = sum over k of op(A)[i, k]; BGRADB: bias[j] = sum over k of op(B)[k, j].
+template <class T>
+void bias_gradient(const Problem& p, const Operands<T>& o) {
+  for (int64_t r = 0; r < p.bias_length; ++r) {
+    double sum = 0;
+    for (int64_t kk = 0; kk < p.k; ++kk) {
+      if (p.epilogue.bgrad_a)
+        sum += p.transa ? o.A[kk + r * p.a.ld] : o.A[r + kk * p.a.ld];
+      else
+        sum += p.transb ? o.B[r + kk * p.b.ld] : o.B[kk + r * p.b.ld];
+    }
+    o.bias[r] = T(sum);
+  }
+}
+
+// D = act(D + bias), the activation's input kept in aux.
+template <class T>
+void pointwise_epilogue(const Problem& p, const Operands<T>& o) {
+  const Epilogue& e = p.epilogue;
+  if (!e.bias && !e.relu && !e.gelu) return;
+  for (int64_t j = 0; j < p.n; ++j) {
+    for (int64_t i = 0; i < p.m; ++i) {
+      T& d = o.D[i + j * p.d.ld];
+      T x = e.bias ? d + o.bias[i] : d;
+      if (e.aux) o.aux[i + j * p.aux_matrix.ld] = x;
+      if (e.relu) x = std::fmax(x, T(0));
+      if (e.gelu) x = gelu(x);
+      d = x;
+    }
+  }
+}
+
+template <class T>
+void compute_one(const Problem& p, const Operands<T>& o, T alpha, T beta) {
+  if (p.epilogue.bgrad_a || p.epilogue.bgrad_b) bias_gradient(p, o);
+  if (p.m == 0 || p.n == 0) return;
+  if (beta != T(0) && o.C != o.D) {  // out of place: D = C first, then the GEMM accumulates into D
+    for (int64_t j = 0; j < p.n; ++j) std::copy(o.C + j * p.c.ld, o.C + j * p.c.ld + p.m, o.D + j * p.d.ld);
+  }
+  gemm(p, alpha, o.A, o.B, beta, o.D);  // beta == 0: D is written, not read
+  pointwise_epilogue(p, o);
+}
+
+// base + offset elements; null stays null (an operand that is never touched).
+template <class T>
+T* at(const void* base, int64_t offset) {
+  return base ? static_cast<T*>(const_cast<void*>(base)) + offset : nullptr;
+}
+
+template <class T>
+void compute(const Job& job, T alpha, T beta) {
+  const Problem& p = job.p;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    // The descriptor holds the bias as const void*; the gradient epilogues write through it.
+    Operands<T> o{at<const T>(job.A, b * p.a.batch_stride), at<const T>(job.B, b * p.b.batch_stride),
+                  at<const T>(job.C, b * p.c.batch_stride), at<T>(job.D, b * p.d.batch_stride),
+                  at<T>(p.bias, b * p.bias_batch_stride),   at<T>(p.aux, b * p.aux_matrix.batch_stride)};
+    compute_one(p, o, alpha, beta);
+  }
+}
+
+}  // namespace
+
+void run(const Job& job) {
+  const Problem& p = job.p;
+  double alpha = job.alpha, beta = job.beta;
+  if (p.device_scalars) {
+    const auto e = int64_t(p.element_bytes);
+    if (!accessible("alpha", job.alpha_ptr, e) || !accessible("beta", job.beta_ptr, e)) return;
+    alpha = scalar_value(job.alpha_ptr, p.scalar);
+    beta = scalar_value(job.beta_ptr, p.scalar);
+  }
+  if (!operands_accessible(job, beta != 0)) return;
+  if (job.workspace_bytes > 0) std::memset(job.workspace, kWorkspacePattern, job.workspace_bytes);
+  if (p.scalar == Scalar::F64)
+    compute<double>(job, alpha, beta);
+  else
+    compute<float>(job, float(alpha), float(beta));
+}
+
+}  // namespace gpusim::lt

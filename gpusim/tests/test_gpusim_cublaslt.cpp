@@ -1,0 +1,827 @@
+// gpu-sim's cuBLASLt against cuBLASLt's documented semantics: D = epilogue(alpha op(A) op(B) + beta C)
+// for every transpose combination on non-square shapes with padded leading dimensions, out of place
+// and in place, batched, fp32 and fp64; the epilogues; the heuristic's alignment and workspace
+// records and what cublasLtMatmul checks against them; the validation statuses; stream order; and the
+// device fault for an operand the GPU cannot reach. Expected values are naive loops in double; fp32
+// results must agree to 1e-5 * (k + 1) (operands in [-1, 1], so each term is at most 1 in magnitude),
+// fp64 to 1e-12 * (k + 1). Tests that fault a device use one of their own (a fault is sticky).
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr cublasStatus_t kOk = CUBLAS_STATUS_SUCCESS;
+constexpr size_t kWorkspaceBytes = size_t(1) << 20;
+
+template <class T>
+std::vector<T> random_values(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  std::vector<T> v(n);
+  for (auto& x : v) x = T(u(rng));
+  return v;
+}
+
+// A column-major GEMM: op(A) m x k, op(B) k x n, C and D m x n. Every leading dimension exceeds its
+// rows (by `pad`, D's by one more than C's) so that padding must be left alone and C's layout is not
+// D's; each batch entry is a further `gap` elements apart.
+struct Case {
+  bool ta = false, tb = false;
+  int m = 5, n = 7, k = 3;
+  int pad = 3;
+  int batch = 1;
+  int64_t gap = 11;
+  int a_rows() const { return ta ? k : m; }
+  int a_cols() const { return ta ? m : k; }
+  int b_rows() const { return tb ? n : k; }
+  int b_cols() const { return tb ? k : n; }
+  int64_t lda() const { return a_rows() + pad; }
+  int64_t ldb() const { return b_rows() + pad; }
+  int64_t ldc() const { return m + pad; }
+  int64_t ldd() const { return m + pad + 1; }
+  int64_t stride_a() const { return lda() * a_cols() + gap; }
+  int64_t stride_b() const { return ldb() * b_cols() + gap; }
+  int64_t stride_c() const { return ldc() * n + gap; }
+  int64_t stride_d() const { return ldd() * n + gap; }
+  size_t size_a() const { return size_t(stride_a() * batch); }
+  size_t size_b() const { return size_t(stride_b() * batch); }
+  size_t size_c() const { return size_t(stride_c() * batch); }
+  size_t size_d() const { return size_t(stride_d() * batch); }
+};
+
+template <class T>
+double op_a(const Case& g, const std::vector<T>& A, int b, int i, int kk) {
+  return g.ta ? A[b * g.stride_a() + kk + i * g.lda()] : A[b * g.stride_a() + i + kk * g.lda()];
+}
+template <class T>
+double op_b(const Case& g, const std::vector<T>& B, int b, int kk, int j) {
+  return g.tb ? B[b * g.stride_b() + j + kk * g.ldb()] : B[b * g.stride_b() + kk + j * g.ldb()];
+}
+
+// alpha * op(A) op(B) + beta * C for batch entry b, element (i, j), in double.
+template <class T>
+double reference(const Case& g, const std::vector<T>& A, const std::vector<T>& B, const std::vector<T>& C, double alpha,
+                 double beta, int b, int i, int j) {
+  double sum = 0;
+  for (int kk = 0; kk < g.k; ++kk) sum += op_a(g, A, b, i, kk) * op_b(g, B, b, kk, j);
+  return alpha * sum + (beta != 0 ? beta * double(C[b * g.stride_c() + i + j * g.ldc()]) : 0.0);
+}
+
+double tolerance(const Case& g, bool fp64 = false) { return (fp64 ? 1e-12 : 1e-5) * (g.k + 1); }
+
+double gelu(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::acos(-1.0)) * (x + 0.044715 * x * x * x))); }
+
+// Descriptor, layouts and preference for a Case (preference: 1 MiB of workspace, default alignments).
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+
+  explicit Plan(const Case& g, cudaDataType type = CUDA_R_32F, cublasComputeType_t compute = CUBLAS_COMPUTE_32F,
+                cudaDataType scale = CUDA_R_32F) {
+    EXPECT_EQ(cublasLtMatmulDescCreate(&desc, compute, scale), kOk);
+    set(CUBLASLT_MATMUL_DESC_TRANSA, int32_t(g.ta ? CUBLAS_OP_T : CUBLAS_OP_N));
+    set(CUBLASLT_MATMUL_DESC_TRANSB, int32_t(g.tb ? CUBLAS_OP_T : CUBLAS_OP_N));
+    layout(&a, type, g.a_rows(), g.a_cols(), g.lda(), g.batch, g.stride_a());
+    layout(&b, type, g.b_rows(), g.b_cols(), g.ldb(), g.batch, g.stride_b());
+    layout(&c, type, g.m, g.n, g.ldc(), g.batch, g.stride_c());
+    layout(&d, type, g.m, g.n, g.ldd(), g.batch, g.stride_d());
+    EXPECT_EQ(cublasLtMatmulPreferenceCreate(&pref), kOk);
+    prefer(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(kWorkspaceBytes));
+  }
+  ~Plan() {
+    cublasLtMatmulPreferenceDestroy(pref);
+    for (auto l : {a, b, c, d}) cublasLtMatrixLayoutDestroy(l);
+    cublasLtMatmulDescDestroy(desc);
+  }
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+
+  static void layout(cublasLtMatrixLayout_t* l, cudaDataType type, int rows, int cols, int64_t ld, int32_t batch,
+                     int64_t stride) {
+    EXPECT_EQ(cublasLtMatrixLayoutCreate(l, type, uint64_t(rows), uint64_t(cols), ld), kOk);
+    if (batch == 1) return;
+    EXPECT_EQ(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch), kOk);
+    EXPECT_EQ(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride),
+              kOk);
+  }
+  template <class V>
+  cublasStatus_t set(cublasLtMatmulDescAttributes_t attr, const V& v) {
+    return cublasLtMatmulDescSetAttribute(desc, attr, &v, sizeof v);
+  }
+  template <class V>
+  void prefer(cublasLtMatmulPreferenceAttributes_t attr, const V& v) {
+    EXPECT_EQ(cublasLtMatmulPreferenceSetAttribute(pref, attr, &v, sizeof v), kOk);
+  }
+  void prefer_alignment(uint32_t bytes) {
+    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      prefer(attr, bytes);
+  }
+  cublasStatus_t heuristic(cublasLtHandle_t h, cublasLtMatmulHeuristicResult_t& r, int* count = nullptr) {
+    int returned = -1;
+    const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(h, desc, a, b, c, d, pref, 1, &r, &returned);
+    if (count) *count = returned;
+    if (s == kOk) {
+      EXPECT_EQ(returned, 1);
+    }
+    return s;
+  }
+};
+
+class Lt : public ::testing::Test {
+ protected:
+  explicit Lt(int device = 0) : device_(device) {}
+  void SetUp() override {
+    if (device_ >= 0) use_device(device_);
+  }
+  void TearDown() override {
+    if (stream) {
+      EXPECT_EQ(cudaStreamSynchronize(stream), expected_sync);
+    }
+    cudaGetLastError();
+    for (void* p : allocations) cudaFree(p);
+    if (stream) cudaStreamDestroy(stream);
+    if (handle) cublasLtDestroy(handle);
+    cudaSetDevice(0);
+  }
+  void use_device(int device) {
+    ASSERT_EQ(cudaSetDevice(device), cudaSuccess);
+    ASSERT_EQ(cublasLtCreate(&handle), kOk);
+    ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    workspace = device_bytes(kWorkspaceBytes);
+  }
+  void* device_bytes(size_t bytes) {
+    void* p = nullptr;
+    EXPECT_EQ(cudaMalloc(&p, bytes), cudaSuccess);
+    allocations.push_back(p);
+    return p;
+  }
+  template <class T>
+  T* to_device(const std::vector<T>& h) {
+    auto* p = static_cast<T*>(device_bytes(h.size() * sizeof(T)));
+    EXPECT_EQ(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+    return p;
+  }
+  template <class T>
+  std::vector<T> to_host(const T* d, size_t n) {
+    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    std::vector<T> h(n);
+    EXPECT_EQ(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+  cublasLtMatmulAlgo_t algo_for(Plan& plan) {
+    cublasLtMatmulHeuristicResult_t r{};
+    EXPECT_EQ(plan.heuristic(handle, r), kOk);
+    return r.algo;
+  }
+  template <class S>
+  cublasStatus_t matmul(Plan& p, S alpha, const void* A, const void* B, S beta, const void* C, void* D,
+                        const cublasLtMatmulAlgo_t* algo, size_t workspace_bytes = kWorkspaceBytes) {
+    return cublasLtMatmul(handle, p.desc, &alpha, A, p.a, B, p.b, &beta, C, p.c, D, p.d, algo, workspace,
+                          workspace_bytes, stream);
+  }
+
+  cublasLtHandle_t handle = nullptr;
+  cudaStream_t stream = nullptr;
+  void* workspace = nullptr;
+  std::vector<void*> allocations;
+  cudaError_t expected_sync = cudaSuccess;
+
+ private:
+  int device_;
+};
+
+// Tests that fault a device pick it themselves (use_device).
+class LtFault : public Lt {
+ protected:
+  LtFault() : Lt(-1) {}
+};
+
+// Host operands of a Case; D starts as a sentinel so that untouched padding can be told.
+template <class T>
+struct Operands {
+  std::vector<T> A, B, C, D;
+  explicit Operands(const Case& g)
+      : A(random_values<T>(g.size_a(), 1)),
+        B(random_values<T>(g.size_b(), 2)),
+        C(random_values<T>(g.size_c(), 3)),
+        D(g.size_d(), T(7)) {}
+};
+
+// D (batch entries and padding) against the reference; padding and gaps must keep the sentinel.
+template <class T>
+void expect_d(const Case& g, const Operands<T>& h, const std::vector<T>& D, double alpha, double beta,
+              bool fp64 = false) {
+  for (int b = 0; b < g.batch; ++b)
+    for (int j = 0; j < g.n; ++j)
+      for (int64_t i = 0; i < g.ldd(); ++i) {
+        const T got = D[size_t(b * g.stride_d() + i + j * g.ldd())];
+        if (i < g.m)
+          ASSERT_NEAR(got, reference(g, h.A, h.B, h.C, alpha, beta, b, int(i), j), tolerance(g, fp64))
+              << "batch " << b << " D(" << i << "," << j << ") ta=" << g.ta << " tb=" << g.tb;
+        else
+          ASSERT_EQ(got, T(7)) << "padding row " << i << " of column " << j << " was written";
+      }
+}
+
+// ---- the GEMM ----
+
+TEST_F(Lt, EveryTransposeCombinationOutOfPlaceWithAlphaAndBeta) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      Case g;
+      g.ta = ta;
+      g.tb = tb;
+      Operands<float> h(g);
+      Plan plan(g);
+      const cublasLtMatmulAlgo_t algo = algo_for(plan);
+      const float* A = to_device(h.A);
+      const float* B = to_device(h.B);
+      const float* C = to_device(h.C);
+      float* D = to_device(h.D);
+      ASSERT_EQ(matmul(plan, 1.5f, A, B, -0.5f, C, D, &algo), kOk);
+      expect_d(g, h, to_host(D, g.size_d()), 1.5, -0.5);
+      EXPECT_EQ(to_host(C, g.size_c()), h.C) << "C is read-only when C != D";
+    }
+}
+
+TEST_F(Lt, InPlaceAccumulatesIntoC) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      Case g;
+      g.ta = ta;
+      g.tb = tb;
+      g.m = 6;
+      g.n = 4;
+      g.k = 9;
+      Operands<float> h(g);
+      Plan plan(g);
+      // In place: C's layout is D's.
+      const int64_t ld = g.ldd();
+      ASSERT_EQ(cublasLtMatrixLayoutSetAttribute(plan.c, CUBLASLT_MATRIX_LAYOUT_LD, &ld, sizeof ld), kOk);
+      const cublasLtMatmulAlgo_t algo = algo_for(plan);
+      std::vector<float> cd = random_values<float>(g.size_d(), 4);
+      float* D = to_device(cd);
+      ASSERT_EQ(matmul(plan, 1.0f, to_device(h.A), to_device(h.B), 1.0f, D, D, &algo), kOk);
+      const std::vector<float> got = to_host(D, g.size_d());
+      for (int j = 0; j < g.n; ++j)
+        for (int i = 0; i < g.m; ++i) {
+          const double expect = reference(g, h.A, h.B, h.C, 1.0, 0.0, 0, i, j) + cd[size_t(i + j * g.ldd())];
+          ASSERT_NEAR(got[size_t(i + j * g.ldd())], expect, tolerance(g)) << i << "," << j;
+        }
+    }
+}
+
+TEST_F(Lt, BetaZeroNeverReadsC) {
+  Case g;
+  Operands<float> h(g);
+  Plan plan(g);
+  const cublasLtMatmulAlgo_t algo = algo_for(plan);
+  const float* A = to_device(h.A);
+  const float* B = to_device(h.B);
+  auto* nan_c = static_cast<float*>(device_bytes(g.size_c() * sizeof(float)));  // cudaMalloc: NaN bytes here
+  float* D = to_device(h.D);
+  ASSERT_EQ(matmul(plan, 2.0f, A, B, 0.0f, nan_c, D, &algo), kOk);
+  expect_d(g, h, to_host(D, g.size_d()), 2.0, 0.0);
+  float* D2 = to_device(h.D);
+  ASSERT_EQ(matmul(plan, 2.0f, A, B, 0.0f, nullptr, D2, &algo), kOk) << "C may be null when beta is 0";
+  expect_d(g, h, to_host(D2, g.size_d()), 2.0, 0.0);
+}
+
+TEST_F(Lt, StridedBatchesAreIndependent) {
+  Case g;
+  g.ta = true;
+  g.batch = 3;
+  Operands<float> h(g);
+  Plan plan(g);
+  const cublasLtMatmulAlgo_t algo = algo_for(plan);
+  float* D = to_device(h.D);
+  ASSERT_EQ(matmul(plan, 0.75f, to_device(h.A), to_device(h.B), 0.25f, to_device(h.C), D, &algo), kOk);
+  expect_d(g, h, to_host(D, g.size_d()), 0.75, 0.25);
+}
+
+TEST_F(Lt, Fp64) {
+  Case g;
+  g.tb = true;
+  g.k = 17;
+  Operands<double> h(g);
+  Plan plan(g, CUDA_R_64F, CUBLAS_COMPUTE_64F, CUDA_R_64F);
+  const cublasLtMatmulAlgo_t algo = algo_for(plan);
+  double* D = to_device(h.D);
+  ASSERT_EQ(matmul(plan, 1.25, to_device(h.A), to_device(h.B), -1.0, to_device(h.C), D, &algo), kOk);
+  expect_d(g, h, to_host(D, g.size_d()), 1.25, -1.0, true);
+}
+
+TEST_F(Lt, DevicePointerModeReadsAlphaAndBetaWhenItRuns) {
+  Case g;
+  Operands<float> h(g);
+  Plan plan(g);
+  ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_POINTER_MODE, int32_t(CUBLASLT_POINTER_MODE_DEVICE)), kOk);
+  const cublasLtMatmulAlgo_t algo = algo_for(plan);
+  float* scalars = to_device(std::vector<float>{3.0f, 0.5f});
+  float* D = to_device(h.D);
+  ASSERT_EQ(cublasLtMatmul(handle, plan.desc, scalars, to_device(h.A), plan.a, to_device(h.B), plan.b, scalars + 1,
+                           to_device(h.C), plan.c, D, plan.d, &algo, workspace, kWorkspaceBytes, stream),
+            kOk);
+  expect_d(g, h, to_host(D, g.size_d()), 3.0, 0.5);
+}
+
+TEST_F(Lt, PageLockedHostOperandsAreDeviceAccessible) {
+  Case g;
+  Operands<float> h(g);
+  Plan plan(g);
+  plan.prefer_alignment(16);
+  const cublasLtMatmulAlgo_t algo = algo_for(plan);
+  float* pinned_b = nullptr;
+  ASSERT_EQ(cudaMallocHost(&pinned_b, g.size_b() * sizeof(float)), cudaSuccess);
+  std::memcpy(pinned_b, h.B.data(), g.size_b() * sizeof(float));
+  float* D = to_device(h.D);
+  ASSERT_EQ(matmul(plan, 1.0f, to_device(h.A), pinned_b, 1.0f, to_device(h.C), D, &algo), kOk);
+  expect_d(g, h, to_host(D, g.size_d()), 1.0, 1.0);
+  EXPECT_EQ(cudaFreeHost(pinned_b), cudaSuccess);
+}
+
+// ---- epilogues ----
+
+struct EpilogueCase {
+  cublasLtEpilogue_t epilogue;
+  bool bias, relu, gelu, aux;
+};
+
+TEST_F(Lt, PointwiseEpiloguesApplyBiasThenActivation) {
+  const EpilogueCase cases[] = {
+      {CUBLASLT_EPILOGUE_DEFAULT, false, false, false, false},
+      {CUBLASLT_EPILOGUE_BIAS, true, false, false, false},
+      {CUBLASLT_EPILOGUE_RELU, false, true, false, false},
+      {CUBLASLT_EPILOGUE_RELU_BIAS, true, true, false, false},
+      {CUBLASLT_EPILOGUE_GELU, false, false, true, false},
+      {CUBLASLT_EPILOGUE_GELU_BIAS, true, false, true, false},
+      {CUBLASLT_EPILOGUE_GELU_AUX, false, false, true, true},
+      {CUBLASLT_EPILOGUE_GELU_AUX_BIAS, true, false, true, true},
+  };
+  Case g;
+  g.ta = true;
+  g.m = 9;
+  g.n = 6;
+  g.k = 8;
+  Operands<float> h(g);
+  const std::vector<float> bias = random_values<float>(size_t(g.m), 5);
+  const int64_t aux_ld = 16;
+  for (const EpilogueCase& e : cases) {
+    Plan plan(g);
+    float* bias_d = to_device(bias);
+    float* aux_d = static_cast<float*>(device_bytes(size_t(aux_ld * g.n) * sizeof(float)));
+    ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(e.epilogue)), kOk);
+    ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(CUDA_R_32F)), kOk);
+    ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias_d)), kOk);
+    ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<void*>(aux_d)), kOk);
+    ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, aux_ld), kOk);
+    const cublasLtMatmulAlgo_t algo = algo_for(plan);
+    float* D = to_device(h.D);
+    ASSERT_EQ(matmul(plan, 1.0f, to_device(h.A), to_device(h.B), 0.5f, to_device(h.C), D, &algo), kOk);
+    const std::vector<float> got = to_host(D, g.size_d());
+    const std::vector<float> aux = to_host(aux_d, size_t(aux_ld * g.n));
+    for (int j = 0; j < g.n; ++j)
+      for (int i = 0; i < g.m; ++i) {
+        double x = reference(g, h.A, h.B, h.C, 1.0, 0.5, 0, i, j) + (e.bias ? bias[size_t(i)] : 0.0);
+        if (e.aux) {
+          ASSERT_NEAR(aux[size_t(i + j * aux_ld)], x, tolerance(g)) << "aux, epilogue " << e.epilogue;
+        }
+        if (e.relu) x = std::max(x, 0.0);
+        if (e.gelu) x = gelu(x);
+        ASSERT_NEAR(got[size_t(i + j * g.ldd())], x, tolerance(g))
+            << "epilogue " << e.epilogue << " at " << i << "," << j;
+      }
+  }
+}
+
+TEST_F(Lt, BiasGradientEpiloguesSumOverK) {
+  for (cublasLtEpilogue_t epilogue : {CUBLASLT_EPILOGUE_BGRADA, CUBLASLT_EPILOGUE_BGRADB})
+    for (bool trans : {false, true}) {
+      Case g;
+      g.ta = trans;
+      g.tb = trans;
+      g.m = 4;
+      g.n = 10;
+      g.k = 13;
+      Operands<float> h(g);
+      Plan plan(g);
+      const bool on_a = epilogue == CUBLASLT_EPILOGUE_BGRADA;
+      const int length = on_a ? g.m : g.n;
+      float* grad = to_device(std::vector<float>(size_t(length), 99.0f));
+      ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(epilogue)), kOk);
+      ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<void*>(grad)), kOk);
+      const cublasLtMatmulAlgo_t algo = algo_for(plan);
+      float* D = to_device(h.D);
+      ASSERT_EQ(matmul(plan, 1.0f, to_device(h.A), to_device(h.B), 1.0f, to_device(h.C), D, &algo), kOk);
+      expect_d(g, h, to_host(D, g.size_d()), 1.0, 1.0);
+      const std::vector<float> got = to_host(grad, size_t(length));
+      for (int r = 0; r < length; ++r) {
+        double sum = 0;
+        for (int kk = 0; kk < g.k; ++kk) sum += on_a ? op_a(g, h.A, 0, r, kk) : op_b(g, h.B, 0, kk, r);
+        ASSERT_NEAR(got[size_t(r)], sum, tolerance(g)) << "epilogue " << epilogue << " trans " << trans << " at " << r;
+      }
+    }
+}
+
+TEST_F(Lt, UnsimulatedEpiloguesAreNotSupportedAndUnknownOnesInvalid) {
+  Case g;
+  Plan plan(g);
+  cublasLtMatmulHeuristicResult_t r{};
+  int count = -1;
+  for (cublasLtEpilogue_t e : {CUBLASLT_EPILOGUE_DGELU, CUBLASLT_EPILOGUE_DGELU_BGRAD, CUBLASLT_EPILOGUE_RELU_AUX,
+                               CUBLASLT_EPILOGUE_DRELU_BGRAD}) {
+    ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(e)), kOk);
+    EXPECT_EQ(plan.heuristic(handle, r, &count), CUBLAS_STATUS_NOT_SUPPORTED) << e;
+    EXPECT_EQ(count, 0);
+  }
+  ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(3)), kOk);
+  EXPECT_EQ(plan.heuristic(handle, r), CUBLAS_STATUS_INVALID_VALUE);
+}
+
+TEST_F(Lt, BiasGradientWithAlphaOtherThanOneIsNotSupported) {
+  Case g;
+  Plan plan(g);
+  float* grad = static_cast<float*>(device_bytes(size_t(g.n) * sizeof(float)));
+  ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(CUBLASLT_EPILOGUE_BGRADB)), kOk);
+  ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<void*>(grad)), kOk);
+  const cublasLtMatmulAlgo_t algo = algo_for(plan);
+  Operands<float> h(g);
+  EXPECT_EQ(matmul(plan, 2.0f, to_device(h.A), to_device(h.B), 0.0f, nullptr, to_device(h.D), &algo),
+            CUBLAS_STATUS_NOT_SUPPORTED);
+}
+
+// ---- the heuristic and what cublasLtMatmul checks against its algorithm ----
+
+TEST_F(Lt, AlignmentPreferencesDefaultTo256Bytes) {
+  Case g;
+  Operands<float> h(g);
+  Plan plan(g);
+  uint32_t align = 0;
+  size_t written = 0;
+  ASSERT_EQ(cublasLtMatmulPreferenceGetAttribute(plan.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align,
+                                                 sizeof align, &written),
+            kOk);
+  EXPECT_EQ(align, 256u);
+  EXPECT_EQ(written, sizeof align);
+  const cublasLtMatmulAlgo_t algo = algo_for(plan);
+  const float* A = to_device(h.A);
+  float* B = static_cast<float*>(device_bytes((g.size_b() + 4) * sizeof(float)));  // cudaMalloc: 256-aligned
+  ASSERT_EQ(cudaMemcpy(B + 1, h.B.data(), g.size_b() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+  float* D = to_device(h.D);
+  EXPECT_EQ(matmul(plan, 1.0f, A, B + 1, 0.0f, nullptr, D, &algo), CUBLAS_STATUS_NOT_SUPPORTED)
+      << "B is 4-byte aligned, the algorithm was chosen for 256";
+  plan.prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, uint32_t(4));
+  const cublasLtMatmulAlgo_t algo4 = algo_for(plan);
+  ASSERT_EQ(matmul(plan, 1.0f, A, B + 1, 0.0f, nullptr, D, &algo4), kOk);
+  expect_d(g, h, to_host(D, g.size_d()), 1.0, 0.0);
+  float* D16 = static_cast<float*>(device_bytes((g.size_d() + 4) * sizeof(float)));
+  EXPECT_EQ(matmul(plan, 1.0f, A, B + 1, 0.0f, nullptr, D16 + 4, &algo4), CUBLAS_STATUS_NOT_SUPPORTED)
+      << "D 16-byte aligned against the default 256";
+  plan.prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, uint32_t(16));
+  const cublasLtMatmulAlgo_t algo16 = algo_for(plan);
+  EXPECT_EQ(matmul(plan, 1.0f, A, B + 1, 0.0f, nullptr, D16 + 4, &algo16), kOk) << "D 16-byte aligned";
+  EXPECT_EQ(matmul(plan, 1.0f, A, B + 1, 0.0f, nullptr, D16 + 2, &algo16), CUBLAS_STATUS_NOT_SUPPORTED)
+      << "D 8-byte aligned";
+}
+
+TEST_F(Lt, TheBiasAlignmentIsTheDescriptorsPointerAtHeuristicTime) {
+  Case g;
+  Operands<float> h(g);
+  Plan plan(g);
+  float* bias = to_device(random_values<float>(size_t(g.m) + 4, 6));
+  ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(CUBLASLT_EPILOGUE_BIAS)), kOk);
+  ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias)), kOk);
+  const cublasLtMatmulAlgo_t aligned = algo_for(plan);
+  const float* A = to_device(h.A);
+  const float* B = to_device(h.B);
+  float* D = to_device(h.D);
+  ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias + 1)), kOk);
+  EXPECT_EQ(matmul(plan, 1.0f, A, B, 0.0f, nullptr, D, &aligned), CUBLAS_STATUS_NOT_SUPPORTED);
+  const cublasLtMatmulAlgo_t unaligned = algo_for(plan);
+  EXPECT_EQ(matmul(plan, 1.0f, A, B, 0.0f, nullptr, D, &unaligned), kOk);
+}
+
+TEST_F(Lt, TheWorkspaceIsReportedRequiredAndUsed) {
+  Case g;
+  Operands<float> h(g);
+  Plan plan(g);
+  cublasLtMatmulHeuristicResult_t r{};
+  ASSERT_EQ(plan.heuristic(handle, r), kOk);
+  EXPECT_EQ(r.state, kOk);
+  EXPECT_GT(r.workspaceSize, 0u);
+  EXPECT_LE(r.workspaceSize, kWorkspaceBytes);
+  const float* A = to_device(h.A);
+  const float* B = to_device(h.B);
+  float* D = to_device(h.D);
+  EXPECT_EQ(matmul(plan, 1.0f, A, B, 0.0f, nullptr, D, &r.algo, r.workspaceSize - 1), CUBLAS_STATUS_INVALID_VALUE);
+  EXPECT_EQ(cublasLtMatmul(handle, plan.desc, std::vector<float>{1}.data(), A, plan.a, B, plan.b,
+                           std::vector<float>{0}.data(), nullptr, plan.c, D, plan.d, &r.algo, nullptr, kWorkspaceBytes,
+                           stream),
+            CUBLAS_STATUS_INVALID_VALUE)
+      << "null workspace";
+  ASSERT_EQ(cudaMemset(workspace, 0, kWorkspaceBytes), cudaSuccess);
+  ASSERT_EQ(matmul(plan, 1.0f, A, B, 0.0f, nullptr, D, &r.algo, r.workspaceSize), kOk);
+  const std::vector<unsigned char> used = to_host(static_cast<unsigned char*>(workspace), r.workspaceSize);
+  EXPECT_NE(std::count(used.begin(), used.end(), 0), long(r.workspaceSize)) << "the GEMM writes its workspace";
+  // A preference allowing less: an algorithm that needs no workspace, and runs without one.
+  plan.prefer(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(r.workspaceSize - 1));
+  cublasLtMatmulHeuristicResult_t small{};
+  ASSERT_EQ(plan.heuristic(handle, small), kOk);
+  EXPECT_EQ(small.workspaceSize, 0u);
+  EXPECT_EQ(matmul(plan, 1.0f, A, B, 0.0f, nullptr, D, &small.algo, 0), kOk);
+}
+
+TEST_F(Lt, ANullAlgorithmIsChosenImplicitly) {
+  Case g;
+  Operands<float> h(g);
+  Plan plan(g);
+  float* D = to_device(h.D);
+  ASSERT_EQ(matmul(plan, 1.0f, to_device(h.A), to_device(h.B), -2.0f, to_device(h.C), D, nullptr, 0), kOk);
+  expect_d(g, h, to_host(D, g.size_d()), 1.0, -2.0);
+}
+
+// ---- validation ----
+
+TEST_F(Lt, NullOrDestroyedHandlesAndDescriptors) {
+  Case g;
+  Plan plan(g);
+  cublasLtMatmulHeuristicResult_t r{};
+  int count = 0;
+  EXPECT_EQ(
+      cublasLtMatmulAlgoGetHeuristic(nullptr, plan.desc, plan.a, plan.b, plan.c, plan.d, plan.pref, 1, &r, &count),
+      CUBLAS_STATUS_NOT_INITIALIZED);
+  EXPECT_EQ(cublasLtMatmulAlgoGetHeuristic(handle, nullptr, plan.a, plan.b, plan.c, plan.d, plan.pref, 1, &r, &count),
+            CUBLAS_STATUS_INVALID_VALUE);
+  EXPECT_EQ(cublasLtMatmulAlgoGetHeuristic(handle, plan.desc, plan.a, plan.b, plan.c, plan.d, plan.pref, 0, &r, &count),
+            CUBLAS_STATUS_INVALID_VALUE)
+      << "requestedAlgoCount 0";
+  const float one = 1;
+  EXPECT_EQ(cublasLtMatmul(nullptr, plan.desc, &one, workspace, plan.a, workspace, plan.b, &one, workspace, plan.c,
+                           workspace, plan.d, nullptr, workspace, kWorkspaceBytes, stream),
+            CUBLAS_STATUS_NOT_INITIALIZED);
+  cublasLtMatrixLayout_t gone = nullptr;
+  ASSERT_EQ(cublasLtMatrixLayoutCreate(&gone, CUDA_R_32F, 5, 7, 8), kOk);
+  ASSERT_EQ(cublasLtMatrixLayoutDestroy(gone), kOk);
+  EXPECT_EQ(cublasLtMatmulAlgoGetHeuristic(handle, plan.desc, plan.a, plan.b, plan.c, gone, plan.pref, 1, &r, &count),
+            CUBLAS_STATUS_INVALID_VALUE);
+  cublasLtHandle_t h2 = nullptr;
+  ASSERT_EQ(cublasLtCreate(&h2), kOk);
+  ASSERT_EQ(cublasLtDestroy(h2), kOk);
+  EXPECT_EQ(cublasLtMatmulAlgoGetHeuristic(h2, plan.desc, plan.a, plan.b, plan.c, plan.d, plan.pref, 1, &r, &count),
+            CUBLAS_STATUS_NOT_INITIALIZED);
+}
+
+TEST_F(Lt, DimensionsThatDoNotFitTheOperationsAreInvalid) {
+  Case g;
+  Operands<float> h(g);
+  const float* A = to_device(h.A);
+  const float* B = to_device(h.B);
+  float* D = to_device(h.D);
+  // Each layout in turn gets one row too many; then A is given as if op(A) were m x k untransposed.
+  for (int which = 0; which < 5; ++which) {
+    Plan plan(g);
+    cublasLtMatrixLayout_t layouts[4] = {plan.a, plan.b, plan.c, plan.d};
+    if (which < 4) {
+      const uint64_t rows = uint64_t(which < 2 ? (which == 0 ? g.a_rows() : g.b_rows()) : g.m) + 1;
+      ASSERT_EQ(cublasLtMatrixLayoutSetAttribute(layouts[which], CUBLASLT_MATRIX_LAYOUT_ROWS, &rows, sizeof rows), kOk);
+    } else {
+      ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_TRANSA, int32_t(CUBLAS_OP_T)), kOk);
+    }
+    cublasLtMatmulHeuristicResult_t r{};
+    EXPECT_EQ(plan.heuristic(handle, r), CUBLAS_STATUS_INVALID_VALUE) << "case " << which;
+    EXPECT_EQ(matmul(plan, 1.0f, A, B, 0.0f, nullptr, D, nullptr, 0), CUBLAS_STATUS_INVALID_VALUE) << "case " << which;
+  }
+}
+
+TEST_F(Lt, BadLeadingDimensionsNegativeSizesAndOperationsAreInvalid) {
+  Case g;
+  const int64_t short_ld = g.a_rows() - 1, negative_ld = -4;
+  const uint64_t negative_rows = uint64_t(-5);
+  const int32_t bad_op = 7;
+  for (int which = 0; which < 4; ++which) {
+    Plan plan(g);
+    cublasStatus_t set = kOk;
+    if (which == 0) set = cublasLtMatrixLayoutSetAttribute(plan.a, CUBLASLT_MATRIX_LAYOUT_LD, &short_ld, 8);
+    if (which == 1) set = cublasLtMatrixLayoutSetAttribute(plan.c, CUBLASLT_MATRIX_LAYOUT_LD, &negative_ld, 8);
+    if (which == 2) set = cublasLtMatrixLayoutSetAttribute(plan.d, CUBLASLT_MATRIX_LAYOUT_ROWS, &negative_rows, 8);
+    if (which == 3) set = plan.set(CUBLASLT_MATMUL_DESC_TRANSB, bad_op);
+    ASSERT_EQ(set, kOk) << "cuBLASLt checks values when they are used";
+    cublasLtMatmulHeuristicResult_t r{};
+    EXPECT_EQ(plan.heuristic(handle, r), CUBLAS_STATUS_INVALID_VALUE) << "case " << which;
+  }
+}
+
+TEST_F(Lt, OtherTypesAndComputeTypesAreNotSupported) {
+  Case g;
+  cublasLtMatmulHeuristicResult_t r{};
+  int count = -1;
+  {
+    Plan bf16(g, CUDA_R_16BF, CUBLAS_COMPUTE_32F);
+    EXPECT_EQ(bf16.heuristic(handle, r, &count), CUBLAS_STATUS_NOT_SUPPORTED);
+    EXPECT_EQ(count, 0);
+  }
+  {
+    Plan fast_bf16(g, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_16BF);
+    EXPECT_EQ(fast_bf16.heuristic(handle, r), CUBLAS_STATUS_NOT_SUPPORTED);
+  }
+  {
+    Plan tf32(g, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32);
+    EXPECT_EQ(tf32.heuristic(handle, r), CUBLAS_STATUS_NOT_SUPPORTED);
+  }
+  {
+    Plan mixed(g);
+    const uint32_t half = CUDA_R_16F;
+    ASSERT_EQ(cublasLtMatrixLayoutSetAttribute(mixed.c, CUBLASLT_MATRIX_LAYOUT_TYPE, &half, sizeof half), kOk);
+    EXPECT_EQ(mixed.heuristic(handle, r), CUBLAS_STATUS_NOT_SUPPORTED);
+  }
+  {
+    Plan scale64(g, CUDA_R_32F, CUBLAS_COMPUTE_32F, CUDA_R_64F);
+    EXPECT_EQ(scale64.heuristic(handle, r), CUBLAS_STATUS_NOT_SUPPORTED);
+  }
+}
+
+TEST_F(Lt, AttributesAreCheckedForSizeAndReadBack) {
+  Case g;
+  Plan plan(g);
+  const int64_t op64 = CUBLAS_OP_T;
+  EXPECT_EQ(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op64, sizeof op64),
+            CUBLAS_STATUS_INVALID_VALUE)
+      << "TRANSA is an int32_t";
+  EXPECT_EQ(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, nullptr, 4),
+            CUBLAS_STATUS_INVALID_VALUE);
+  EXPECT_EQ(cublasLtMatmulDescSetAttribute(plan.desc, cublasLtMatmulDescAttributes_t(9999), &op64, 4),
+            CUBLAS_STATUS_INVALID_VALUE);
+  const cublasOperation_t t = CUBLAS_OP_T;
+  ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_TRANSA, t), kOk);
+  size_t needed = 0;
+  ASSERT_EQ(cublasLtMatmulDescGetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, nullptr, 0, &needed), kOk);
+  EXPECT_EQ(needed, sizeof(int32_t));
+  EXPECT_EQ(cublasLtMatmulDescGetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, nullptr, 0, nullptr),
+            CUBLAS_STATUS_INVALID_VALUE);
+  int32_t back = -1;
+  ASSERT_EQ(cublasLtMatmulDescGetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &back, sizeof back, nullptr), kOk);
+  EXPECT_EQ(back, CUBLAS_OP_T);
+  int32_t compute = 0;
+  ASSERT_EQ(cublasLtMatmulDescGetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, &compute, 4, nullptr), kOk);
+  EXPECT_EQ(compute, CUBLAS_COMPUTE_32F);
+  uint64_t rows = 0;
+  ASSERT_EQ(cublasLtMatrixLayoutGetAttribute(plan.d, CUBLASLT_MATRIX_LAYOUT_ROWS, &rows, sizeof rows, nullptr), kOk);
+  EXPECT_EQ(rows, uint64_t(g.m));
+  const int32_t row_major = CUBLASLT_ORDER_ROW;
+  EXPECT_EQ(cublasLtMatrixLayoutSetAttribute(plan.a, CUBLASLT_MATRIX_LAYOUT_ORDER, &row_major, sizeof row_major),
+            CUBLAS_STATUS_NOT_SUPPORTED);
+  int32_t order = -1;
+  ASSERT_EQ(cublasLtMatrixLayoutGetAttribute(plan.a, CUBLASLT_MATRIX_LAYOUT_ORDER, &order, 4, nullptr), kOk);
+  EXPECT_EQ(order, CUBLASLT_ORDER_COL) << "a refused value leaves the layout as it was";
+}
+
+TEST_F(Lt, MatmulRefusesInconsistentOperands) {
+  Case g;
+  Operands<float> h(g);
+  const float* A = to_device(h.A);
+  const float* B = to_device(h.B);
+  float* C = to_device(h.C);
+  float* D = to_device(h.D);
+  {
+    Plan plan(g);  // C's ld differs from D's
+    EXPECT_EQ(matmul(plan, 1.0f, A, B, 1.0f, D, D, nullptr, 0), CUBLAS_STATUS_INVALID_VALUE)
+        << "in place, layouts differ";
+    EXPECT_EQ(matmul(plan, 1.0f, A, B, 1.0f, nullptr, D, nullptr, 0), CUBLAS_STATUS_INVALID_VALUE) << "null C, beta 1";
+    EXPECT_EQ(matmul(plan, 1.0f, nullptr, B, 0.0f, C, D, nullptr, 0), CUBLAS_STATUS_INVALID_VALUE) << "null A";
+    cublasLtMatmulAlgo_t zero{};
+    EXPECT_EQ(matmul(plan, 1.0f, A, B, 0.0f, C, D, &zero), CUBLAS_STATUS_INVALID_VALUE) << "not a heuristic's algo";
+  }
+  {
+    Plan plan(g);
+    ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(CUBLASLT_EPILOGUE_BIAS)), kOk);
+    EXPECT_EQ(matmul(plan, 1.0f, A, B, 0.0f, C, D, nullptr, 0), CUBLAS_STATUS_INVALID_VALUE) << "no bias pointer";
+    ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(CUBLASLT_EPILOGUE_GELU_AUX)), kOk);
+    ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<void*>(C)), kOk);
+    ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, int64_t(g.m + 1)), kOk);
+    EXPECT_EQ(matmul(plan, 1.0f, A, B, 0.0f, C, D, nullptr, 0), CUBLAS_STATUS_INVALID_VALUE)
+        << "aux ld not a multiple of 8";
+  }
+  {
+    Plan fp32(g);
+    const cublasLtMatmulAlgo_t algo32 = algo_for(fp32);
+    Plan other(g, CUDA_R_64F, CUBLAS_COMPUTE_64F, CUDA_R_64F);
+    EXPECT_EQ(matmul(other, 1.0, A, B, 0.0, C, D, &algo32), CUBLAS_STATUS_NOT_SUPPORTED) << "an fp32 algo for fp64";
+  }
+  {
+    Plan transc(g);
+    ASSERT_EQ(transc.set(CUBLASLT_MATMUL_DESC_TRANSC, int32_t(CUBLAS_OP_T)), kOk);
+    EXPECT_EQ(matmul(transc, 1.0f, A, B, 0.0f, C, D, nullptr, 0), CUBLAS_STATUS_NOT_SUPPORTED);
+  }
+}
+
+TEST(LtStatus, NamesAndStrings) {
+  EXPECT_STREQ(cublasGetStatusName(CUBLAS_STATUS_NOT_SUPPORTED), "CUBLAS_STATUS_NOT_SUPPORTED");
+  EXPECT_STREQ(cublasGetStatusName(CUBLAS_STATUS_INVALID_VALUE), "CUBLAS_STATUS_INVALID_VALUE");
+  EXPECT_STREQ(cublasGetStatusName(cublasStatus_t(12345)), "CUBLAS_STATUS_UNKNOWN");
+  EXPECT_STRNE(cublasGetStatusString(CUBLAS_STATUS_EXECUTION_FAILED), cublasGetStatusString(CUBLAS_STATUS_SUCCESS));
+  EXPECT_EQ(int(CUBLAS_STATUS_NOT_SUPPORTED), 15);
+  EXPECT_EQ(int(CUBLASLT_EPILOGUE_GELU_AUX_BIAS), 164);
+  EXPECT_EQ(int(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE), 26);
+}
+
+// ---- streams ----
+
+void CUDART_CB wait_for_flag(void* flag) {
+  while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+TEST_F(Lt, TheGemmRunsInStreamOrder) {
+  Case g;
+  Operands<float> h(g);
+  Plan plan(g);
+  const cublasLtMatmulAlgo_t algo = algo_for(plan);
+  float* pinned_a = nullptr;
+  ASSERT_EQ(cudaMallocHost(&pinned_a, g.size_a() * sizeof(float)), cudaSuccess);
+  std::memcpy(pinned_a, h.A.data(), g.size_a() * sizeof(float));
+  auto* A = static_cast<float*>(device_bytes(g.size_a() * sizeof(float)));
+  float* D = to_device(h.D);
+  std::atomic<bool> go{false};
+  ASSERT_EQ(cudaLaunchHostFunc(stream, wait_for_flag, &go), cudaSuccess);  // holds the stream
+  ASSERT_EQ(cudaMemcpyAsync(A, pinned_a, g.size_a() * sizeof(float), cudaMemcpyHostToDevice, stream), cudaSuccess);
+  ASSERT_EQ(matmul(plan, 1.0f, A, to_device(h.B), 0.0f, nullptr, D, &algo), kOk);
+  EXPECT_EQ(cudaStreamQuery(stream), cudaErrorNotReady) << "cublasLtMatmul queues, it does not run at once";
+  go = true;
+  expect_d(g, h, to_host(D, g.size_d()), 1.0, 0.0);
+  EXPECT_EQ(cudaFreeHost(pinned_a), cudaSuccess);
+}
+
+TEST_F(Lt, ConcurrentStreamsComputeIndependently) {
+  Case g;
+  g.m = 33;
+  g.n = 29;
+  g.k = 31;
+  Operands<float> h(g);
+  Plan plan(g);
+  const cublasLtMatmulAlgo_t algo = algo_for(plan);
+  cudaStream_t other = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
+  void* other_workspace = device_bytes(kWorkspaceBytes);
+  const float* A = to_device(h.A);
+  const float* B = to_device(h.B);
+  const float* C = to_device(h.C);
+  std::vector<float*> outs;
+  for (int i = 0; i < 8; ++i) {
+    outs.push_back(to_device(h.D));
+    const float alpha = 1.0f, beta = float(i);
+    ASSERT_EQ(cublasLtMatmul(handle, plan.desc, &alpha, A, plan.a, B, plan.b, &beta, C, plan.c, outs.back(), plan.d,
+                             &algo, i % 2 ? other_workspace : workspace, kWorkspaceBytes, i % 2 ? other : stream),
+              kOk);
+  }
+  ASSERT_EQ(cudaStreamSynchronize(other), cudaSuccess);
+  for (int i = 0; i < 8; ++i) expect_d(g, h, to_host(outs[size_t(i)], g.size_d()), 1.0, double(i));
+  EXPECT_EQ(cudaStreamDestroy(other), cudaSuccess);
+}
+
+// ---- faults ----
+
+TEST_F(LtFault, APageableHostOperandIsAnIllegalAddress) {
+  use_device(7);
+  Case g;
+  Operands<float> h(g);
+  Plan plan(g);
+  plan.prefer_alignment(4);
+  const cublasLtMatmulAlgo_t algo = algo_for(plan);
+  float* D = to_device(h.D);
+  ASSERT_EQ(matmul(plan, 1.0f, to_device(h.A), h.B.data(), 0.0f, nullptr, D, &algo), kOk)
+      << "the host cannot tell; the GPU faults when it reads B";
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaErrorIllegalAddress);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorIllegalAddress);
+  std::vector<float> after(g.size_d());
+  EXPECT_EQ(cudaMemcpy(after.data(), D, after.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaErrorIllegalAddress)
+      << "the fault is sticky";
+  expected_sync = cudaErrorIllegalAddress;
+}
+
+TEST_F(LtFault, AnOperandPastItsAllocationIsAnIllegalAddress) {
+  use_device(6);
+  Case g;
+  Operands<float> h(g);
+  Plan plan(g);
+  const cublasLtMatmulAlgo_t algo = algo_for(plan);
+  // C's allocation is one element short of what its layout spans: ldc * (n - 1) + m.
+  auto* C = static_cast<float*>(device_bytes(size_t(g.ldc() * (g.n - 1) + g.m - 1) * sizeof(float)));
+  float* D = to_device(h.D);
+  ASSERT_EQ(matmul(plan, 1.0f, to_device(h.A), to_device(h.B), 1.0f, C, D, &algo), kOk);
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaErrorIllegalAddress);
+  expected_sync = cudaErrorIllegalAddress;
+}
+
+}  // namespace
