@@ -48,7 +48,8 @@ void expect_layout_matches_serial(const std::vector<std::string>& layout, const 
   auto model_only = kWorkload;
   for (const auto& o : layout)
     if (o.rfind("mesh.", 0) != 0) model_only.push_back(o);
-  const RunResult& serial = serial_run(small_deck(vocab, model_only), 5);
+  const Config serial_deck = small_deck(vocab, model_only);
+  const RunResult& serial = serial_run(serial_deck, 5);
   ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
   const RunResult par = run_steps(cfg, &mesh, 5);
   expect_matches_serial(par, serial, tol);

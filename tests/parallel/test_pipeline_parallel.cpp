@@ -140,7 +140,8 @@ TEST_P(PipelineEquivalence, LossesGradientsAndParametersMatchSerial) {
   ASSERT_EQ(world_size() % c.tp, 0) << "register this test at rank counts that tp divides";
   ASSERT_TRUE(c.v == 1 || pp >= 2) << "interleaving needs pp >= 2: register this test at rank counts >= 2 * tp";
   const Config cfg = small_deck(c.vocab, pipe_overrides(c, pp));
-  const RunResult& serial = serial_run(small_deck(c.vocab, model_overrides(c)), 5);
+  const Config serial_deck = small_deck(c.vocab, model_overrides(c));
+  const RunResult& serial = serial_run(serial_deck, 5);
   ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
   const RunResult par = run_steps(cfg, &mesh, 5);
   expect_matches_serial(par, serial, c.tp == 1 ? kPpTolerance : kPpWithTpTolerance);

@@ -53,7 +53,8 @@ class TensorParallelEquivalence : public ::testing::TestWithParam<TpCase> {};
 TEST_P(TensorParallelEquivalence, LossesGradientsAndParametersMatchSerial) {
   const TpCase c = GetParam();
   const int64_t pad = c.vocab == 50257 ? 1 : 8;  // the prime vocabulary is also padded for GEMM width
-  const RunResult& serial = serial_run(small_deck(c.vocab, model_overrides(c.recompute, c.tied)), 5);
+  const Config serial_deck = small_deck(c.vocab, model_overrides(c.recompute, c.tied));
+  const RunResult& serial = serial_run(serial_deck, 5);
 
   const Config cfg = small_deck(c.vocab, layout_overrides(c.sp, c.recompute, pad, c.tied));
   ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
