@@ -11,11 +11,21 @@ namespace {
 constexpr size_t kSmallLimit = size_t(1) << 20;  // below: 512-byte granularity
 constexpr size_t kSmallRound = 512;
 constexpr size_t kLargeRound = size_t(2) << 20;  // at and above 1 MiB: 2 MiB granularity
+
+#if defined(TRIDENT_GPU_SIM) && defined(__SANITIZE_ADDRESS__)
+// gpu-sim under AddressSanitizer: every block has exactly the size asked for (gpu-sim's cudaMalloc is
+// a host allocation of that size) and goes back to cudaFree, which waits for the device, instead of
+// the cache; so a kernel that reads or writes past its buffer's end is reported at its line.
+constexpr bool kExactBlocks = true;
+#else
+constexpr bool kExactBlocks = false;
+#endif
 }  // namespace
 
 size_t DeviceAllocator::rounded(int64_t bytes) {
   // A zero-size request still gets a distinct, freeable block.
   const size_t b = bytes > 0 ? size_t(bytes) : 1;
+  if (kExactBlocks) return b;
   const size_t unit = b < kSmallLimit ? kSmallRound : kLargeRound;
   return (b + unit - 1) / unit * unit;
 }
@@ -85,7 +95,12 @@ void DeviceAllocator::release(void* p) {
   auto it = live_.find(p);
   TRIDENT_CHECK(it != live_.end(), "CUDA allocator: free of a pointer it did not allocate (or freed twice)");
   allocated_ -= int64_t(it->second);
-  cached_[it->second].push_back(p);
+  if (kExactBlocks) {
+    TRIDENT_CUDA_CHECK(cudaFree(p));
+    reserved_ -= int64_t(it->second);
+  } else {
+    cached_[it->second].push_back(p);
+  }
   live_.erase(it);
 }
 
