@@ -141,9 +141,6 @@ struct Block {
 thread_local Block t_block_storage;
 thread_local Block* t_block = nullptr;  // the block running on this worker thread, if any
 thread_local StackPool t_stacks;
-// The worker thread's own stack (for AddressSanitizer's fiber switches; learnt at the first switch).
-thread_local const void* t_worker_stack_bottom = nullptr;
-thread_local size_t t_worker_stack_size = 0;
 
 Block& block_of_caller(const char* what) {
   if (!t_block || !t_block->current) {
@@ -197,6 +194,10 @@ void scheduler_main(bc::transfer_t t);
 std::string describe_deadlock(const Block& b);
 
 #if defined(__SANITIZE_ADDRESS__)
+// The worker thread's own stack (for AddressSanitizer's fiber switches; learnt at the first switch).
+thread_local const void* t_worker_stack_bottom = nullptr;
+thread_local size_t t_worker_stack_size = 0;
+
 void asan_start(void** fake, const Stack* s) {
   __sanitizer_start_switch_fiber(fake, s ? s->bottom : t_worker_stack_bottom, s ? s->size : t_worker_stack_size);
 }
