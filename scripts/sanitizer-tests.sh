@@ -2,7 +2,8 @@
 # The sanitizer stage of CI (`make build-asan`, `make test-asan`): builds trident and the unit and MPI
 # test programs with AddressSanitizer + UndefinedBehaviorSanitizer (-Og, every finding fatal) and runs
 # their 1- and 2-rank entries, plus the 4-rank data-parallel one (pp x dp and tp x dp with ZeRO), and
-# the kernel tests on gpu-sim: gpu-sim's own and the CUDA backend's (each kernel against its
+# the kernel tests on gpu-sim: gpu-sim's block runner (fibers, barriers, warp operations, in both thread
+# orders) and the CUDA backend's kernels (each kernel against its
 # definition; there the CUDA allocator hands out exact-size blocks), so that a kernel reading past a
 # buffer's end is reported at its line. test_cross_backend runs the same kernels again through the
 # Kokkos comparison and stays in the release and gpu-sim stages. The
@@ -21,12 +22,11 @@ programs=(test_core test_deck test_data test_zero_partition test_checkpoint test
           test_kernels test_planner test_training_invariants test_fault_deck_defects test_fault_deck_fuzz
           test_tensor_parallel test_pipeline_parallel test_data_parallel test_gradient_finishing
           test_train_reports checkpoint_io_errors test_staged_transport test_pipeline_on_nccl
-          test_kernels_cuda test_gpusim_kernels test_gpusim_runtime test_gpusim_cublaslt
-          test_gpusim_cub)
+          test_kernels_cuda test_gpusim_kernels)
 entries="^(test_(core|deck|zero_partition|comm_layout|kernels|planner|training_invariants|train_reports|pipeline_on_nccl)_np1"
 entries+="|test_(data|checkpoint|comm_mesh|tensor_parallel|gradient_finishing|staged_transport)_np[12]"
 entries+="|test_pipeline_parallel_np[12]|test_data_parallel_np[124]|test_fault_deck_(defects|fuzz)_np1|checkpoint_io_errors_np[12]"
-entries+="|test_(kernels_cuda|gpusim_kernels|gpusim_kernels_reverse|gpusim_runtime|gpusim_cublaslt|gpusim_cub)_np1)$"
+entries+="|test_(kernels_cuda|gpusim_kernels|gpusim_kernels_reverse)_np1)$"
 
 if [[ $what == build || $what == all ]]; then
   # -g1: line tables only (file:line in the sanitizers' stack traces), a faster build than full -g.

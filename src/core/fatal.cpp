@@ -47,6 +47,14 @@ void abort_job(const char* what, int code) {
     nanosleep(&forward, nullptr);
     MPI_Abort(MPI_COMM_WORLD, code);
   }
+  int main_thread = 0;
+  if (initialized && !finalized) MPI_Is_thread_main(&main_thread);
+  if (main_thread) {
+    // A 1-rank job: Hydra (MPICH 4.0) sometimes reports a process that exits without MPI_Finalize as
+    // killed by SIGHUP, exit status 1 (pmodels/mpich#7057; seen once in a CI run of a refused resume).
+    // On the main thread no MPI call is in flight and there is no peer to wait for, so finalize first.
+    MPI_Finalize();
+  }
   std::_Exit(code);
 }
 
