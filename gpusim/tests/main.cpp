@@ -33,6 +33,10 @@ void report_failures(const testing::UnitTest& unit, int rank) {
 int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  if (provided < MPI_THREAD_MULTIPLE) {
+    std::fprintf(stderr, "gpu-sim's tests need MPI_THREAD_MULTIPLE (the MPI library provides level %d)\n", provided);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   testing::InitGoogleTest(&argc, argv);
