@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include "device_fixture.hpp"
+
 namespace {
 
 template <class K>
@@ -59,48 +61,11 @@ uint64_t bits_of(uint64_t key, int begin, int end) {
   return (key >> begin) & (width >= 64 ? ~uint64_t(0) : (uint64_t(1) << width) - 1);
 }
 
-void CUDART_CB wait_for_flag(void* flag) {
-  while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-}
+using gpusim_test::wait_for_flag;
 
-class RadixSort : public ::testing::Test {
+class RadixSort : public gpusim_test::DeviceFixture {
  protected:
-  explicit RadixSort(int device = 0) : device_(device) {}
-  void SetUp() override {
-    if (device_ >= 0) use_device(device_);
-  }
-  void TearDown() override {
-    if (stream) {
-      EXPECT_EQ(cudaStreamSynchronize(stream), expected_sync);
-    }
-    cudaGetLastError();
-    for (void* p : allocations) cudaFree(p);
-    if (stream) cudaStreamDestroy(stream);
-    cudaSetDevice(0);
-  }
-  void use_device(int device) {
-    ASSERT_EQ(cudaSetDevice(device), cudaSuccess);
-    ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  }
-  void* device_bytes(size_t bytes) {
-    void* p = nullptr;
-    EXPECT_EQ(cudaMalloc(&p, bytes), cudaSuccess);
-    allocations.push_back(p);
-    return p;
-  }
-  template <class T>
-  T* to_device(const std::vector<T>& h) {
-    auto* p = static_cast<T*>(device_bytes(std::max<size_t>(h.size(), 1) * sizeof(T)));
-    EXPECT_EQ(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-    return p;
-  }
-  template <class T>
-  std::vector<T> to_host(const T* d, size_t n) {
-    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    std::vector<T> h(n);
-    EXPECT_EQ(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    return h;
-  }
+  explicit RadixSort(int device = 0) : DeviceFixture(device) {}
 
   // Sorts keys and values (positions 0..n-1 unless given) on the stream; returns the sorted keys and
   // leaves the values in `values_out`.
@@ -128,13 +93,6 @@ class RadixSort : public ::testing::Test {
     values_out = to_host(out, keys.size());
     return to_host(keys_out, keys.size());
   }
-
-  cudaStream_t stream = nullptr;
-  std::vector<void*> allocations;
-  cudaError_t expected_sync = cudaSuccess;
-
- private:
-  int device_;
 };
 
 class RadixSortFault : public RadixSort {

@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "device_fixture.hpp"
+
 namespace {
 
 constexpr cublasStatus_t kOk = CUBLAS_STATUS_SUCCESS;
@@ -140,46 +142,15 @@ struct Plan {
   }
 };
 
-class Lt : public ::testing::Test {
+class Lt : public gpusim_test::DeviceFixture {
  protected:
-  explicit Lt(int device = 0) : device_(device) {}
-  void SetUp() override {
-    if (device_ >= 0) use_device(device_);
-  }
-  void TearDown() override {
-    if (stream) {
-      EXPECT_EQ(cudaStreamSynchronize(stream), expected_sync);
-    }
-    cudaGetLastError();
-    for (void* p : allocations) cudaFree(p);
-    if (stream) cudaStreamDestroy(stream);
-    if (handle) cublasLtDestroy(handle);
-    cudaSetDevice(0);
-  }
-  void use_device(int device) {
-    ASSERT_EQ(cudaSetDevice(device), cudaSuccess);
+  explicit Lt(int device = 0) : DeviceFixture(device) {}
+  void start_library() override {
     ASSERT_EQ(cublasLtCreate(&handle), kOk);
-    ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
     workspace = device_bytes(kWorkspaceBytes);
   }
-  void* device_bytes(size_t bytes) {
-    void* p = nullptr;
-    EXPECT_EQ(cudaMalloc(&p, bytes), cudaSuccess);
-    allocations.push_back(p);
-    return p;
-  }
-  template <class T>
-  T* to_device(const std::vector<T>& h) {
-    auto* p = static_cast<T*>(device_bytes(h.size() * sizeof(T)));
-    EXPECT_EQ(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-    return p;
-  }
-  template <class T>
-  std::vector<T> to_host(const T* d, size_t n) {
-    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    std::vector<T> h(n);
-    EXPECT_EQ(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    return h;
+  void release_library() override {
+    if (handle) cublasLtDestroy(handle);
   }
   cublasLtMatmulAlgo_t algo_for(Plan& plan) {
     cublasLtMatmulHeuristicResult_t r{};
@@ -194,13 +165,7 @@ class Lt : public ::testing::Test {
   }
 
   cublasLtHandle_t handle = nullptr;
-  cudaStream_t stream = nullptr;
   void* workspace = nullptr;
-  std::vector<void*> allocations;
-  cudaError_t expected_sync = cudaSuccess;
-
- private:
-  int device_;
 };
 
 // Tests that fault a device pick it themselves (use_device).
@@ -739,9 +704,7 @@ TEST(LtStatus, NamesAndStrings) {
 
 // ---- streams ----
 
-void CUDART_CB wait_for_flag(void* flag) {
-  while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-}
+using gpusim_test::wait_for_flag;
 
 TEST_F(Lt, TheGemmRunsInStreamOrder) {
   Case g;
