@@ -36,7 +36,12 @@ void run_list(const CkptArgs& a) {
   std::error_code ec;
   if (!fs::is_directory(a.dir, ec)) throw Error(fmt::format("{}: not a directory", a.dir));
   const auto all = list_checkpoints(a.dir);
-  const std::string latest = latest_checkpoint(a.dir);
+  std::string latest, latest_problem;
+  try {
+    latest = latest_checkpoint(a.dir);
+  } catch (const CheckpointError& e) {
+    latest_problem = e.what();
+  }
   std::cout << fmt::format("{} checkpoint(s) in {}{}\n", all.size(), a.dir,
                            latest.empty() ? "" : fmt::format(" (latest: {})", fs::path(latest).filename().string()));
   for (const auto& path : all) {
@@ -60,6 +65,7 @@ void run_list(const CkptArgs& a) {
   }
   if (!latest.empty() && !fs::exists(latest, ec))
     std::cout << fmt::format("  latest names {}, which does not exist\n", fs::path(latest).filename().string());
+  if (!latest_problem.empty()) std::cout << fmt::format("  {}\n", latest_problem);
   for (const auto& e : fs::directory_iterator(a.dir, ec)) {
     const std::string name = e.path().filename().string();
     if (name.size() > 7 && name.rfind("step_", 0) == 0 && name.substr(name.size() - 7) == ".h5.tmp")

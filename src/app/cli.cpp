@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "app/commands.hpp"
+#include "app/process_limits.hpp"
 #include "core/blas_runtime.hpp"
 #include "core/error.hpp"
 #include "core/fatal.hpp"
@@ -81,13 +82,19 @@ int parse_and_run(int argc, char** argv) {
 }  // namespace
 
 int cli_main(int argc, char** argv) {
-  tune_blas_for_this_cpu(argc, argv);  // may re-execute the process, which resets signal handlers
+  // Before anything that takes time: a signal arriving while the default action stands kills the
+  // process (SIGUSR1: exit 10) instead of being handled.
   install_stop_signal_counters();
+  // (blocked across a re-execution, which resets handlers; pending ones are delivered below)
+  tune_blas_for_this_cpu(argc, argv);
+  unblock_stop_signals();
+  if (!raise_open_file_limit()) return 2;
   {
     // MPICH's MPI_Init installs its own SIGUSR1 handler (hydra's notice of a failed process): a Slurm
     // SIGUSR1 reaching it makes a one-process run spawn an mpiexec that fails, then wait for it forever.
-    // So both signals are held through MPI_Init and ours are installed again before they are delivered.
-    // Threads MPI_Init starts inherit the mask, so the signals reach this thread.
+    // So SIGUSR1 is held through MPI_Init and ours is installed again before it is delivered. Threads
+    // MPI_Init starts inherit the mask, so the signal reaches this thread. SIGTERM stays deliverable:
+    // it ends a start-up that MPI_Init blocks.
     const StopSignalsHeld held;
     start_mpi(&argc, &argv);
     install_stop_signal_counters();

@@ -196,8 +196,15 @@ CheckpointHeader read_checkpoint_header(const std::string& path);
 
 // Complete checkpoints (step_N.h5, not .tmp) in dir, newest (highest step) first.
 std::vector<std::string> list_checkpoints(const std::string& dir);
-// The file DIR/latest names ("" when absent).
+// The file DIR/latest names ("" when there is no `latest`). `latest` is read with a bound and may
+// only name a checkpoint file of DIR itself (step_N.h5): a special file, a path elsewhere ("../x",
+// "/elsewhere/step_1.h5") or binary content throws CheckpointError saying why.
 std::string latest_checkpoint(const std::string& dir);
+// Whether `dir` can be checkpoint.dir, creating nothing: an existing directory this process can write,
+// whose `latest` (if any) is a regular file and whose lock (directory_lock.hpp) no live run holds; or a
+// path whose nearest existing ancestor is a writable directory. Throws trident::Error saying why not.
+// `train` (before taking the lock) and `check` call it alike.
+void check_checkpoint_dir(const std::string& dir);
 // A checkpoint file as given, or for a directory its `latest` (or, without one, its newest).
 std::string resolve_checkpoint(const std::string& file_or_dir);
 

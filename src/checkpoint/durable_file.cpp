@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "checkpoint/checkpoint_error.hpp"
+#include "core/output_file.hpp"
 
 namespace fs = std::filesystem;
 
@@ -38,18 +39,11 @@ std::string dir_of(const std::string& file) {
 }
 
 void write_text_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) throw CheckpointError(sys_error("cannot create", tmp));
-    const ssize_t w = ::write(fd, text.data(), text.size());
-    const int err = errno;
-    const int rc = w == ssize_t(text.size()) ? ::fsync(fd) : -1;
-    ::close(fd);
-    if (rc != 0) throw CheckpointError(fmt::format("cannot write '{}': {}", tmp, std::strerror(err ? err : errno)));
+  try {
+    write_file_atomically("checkpoint", path, text);
+  } catch (const Error& e) {
+    throw CheckpointError(e.what());
   }
-  rename_path(tmp, path);
-  fsync_path(dir_of(path), true);
 }
 
 }  // namespace trident::ckpt

@@ -11,7 +11,8 @@ void fsync_path(const std::string& path, bool directory);
 void rename_path(const std::string& from, const std::string& to);
 // The directory holding `file` ("." for a bare name).
 std::string dir_of(const std::string& file);
-// Writes path.tmp, fsyncs it, renames it over path and fsyncs the directory.
+// Writes path.tmp, fsyncs it, renames it over path and fsyncs the directory (core/output_file.hpp:
+// nothing is left behind on failure), failing with CheckpointError.
 void write_text_atomically(const std::string& path, const std::string& text);
 
 }  // namespace trident::ckpt

@@ -11,6 +11,7 @@
 
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/checksum.hpp"
+#include "core/regular_file.hpp"
 
 namespace trident::ckpt {
 namespace {
@@ -22,7 +23,15 @@ constexpr char kHdf5Signature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '
 class RawFile {
  public:
   RawFile(const std::string& path, bool writable) : path_(path) {
-    fd_ = ::open(path.c_str(), writable ? O_RDWR : O_RDONLY);
+    if (!writable) {  // a checkpoint a user names may be anything: a FIFO must not block the open
+      try {
+        fd_ = open_regular_file(path);
+      } catch (const Error& e) {
+        throw CheckpointError(e.what());
+      }
+      return;
+    }
+    fd_ = ::open(path.c_str(), O_RDWR);
     if (fd_ < 0) throw CheckpointError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   }
   ~RawFile() { ::close(fd_); }

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 
 #include "checkpoint/checkpoint.hpp"
@@ -13,6 +12,8 @@
 #include "checkpoint/directory.hpp"
 #include "checkpoint/format.hpp"
 #include "core/log.hpp"
+#include "core/regular_file.hpp"
+#include "core/slurm_env.hpp"
 
 namespace fs = std::filesystem;
 
@@ -37,21 +38,50 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
   return out;
 }
 
+namespace {
+
+// `latest` holds one short line; a larger file is not one trident wrote.
+constexpr size_t kMaxLatestBytes = 4096;
+
+// Up to 64 characters of `text` for a message, with anything unprintable shown as '?'.
+std::string printable_prefix(const std::string& text) {
+  std::string out;
+  for (const char ch : text.substr(0, 64)) out += std::isprint(static_cast<unsigned char>(ch)) ? ch : '?';
+  return text.size() > 64 ? out + "..." : out;
+}
+
+}  // namespace
+
 std::string latest_checkpoint(const std::string& dir) {
-  std::ifstream f(fs::path(dir) / ckpt::kLatestName);
-  if (!f) return "";
+  const fs::path path = fs::path(dir) / ckpt::kLatestName;
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(path, ec))) return "";
   std::string name;
-  std::getline(f, name);
+  try {
+    name = read_small_file(path.string(), kMaxLatestBytes);
+  } catch (const Error& e) {
+    throw CheckpointError(fmt::format("{} is not usable: {}", path.string(), e.what()));
+  }
   while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
   if (name.empty()) return "";
+  static const std::regex file_name(R"(step_\d+\.h5)");
+  if (!std::regex_match(name, file_name))
+    throw CheckpointError(fmt::format("{} is not usable: it holds \"{}\", not the name of a checkpoint file of {} "
+                                      "(step_N.h5; `latest` never names a file elsewhere)",
+                                      path.string(), printable_prefix(name), dir));
   return (fs::path(dir) / name).string();
 }
 
 std::string resolve_checkpoint(const std::string& file_or_dir) {
   std::error_code ec;
   if (!fs::is_directory(file_or_dir, ec)) return file_or_dir;
-  const std::string latest = latest_checkpoint(file_or_dir);
-  if (!latest.empty() && fs::exists(latest, ec)) return latest;
+  std::string latest;
+  try {
+    latest = latest_checkpoint(file_or_dir);
+  } catch (const CheckpointError& e) {
+    log::warn("checkpoint: {}; going by the checkpoint files instead", e.what());
+  }
+  if (!latest.empty() && fs::is_regular_file(latest, ec)) return latest;
   const auto all = list_checkpoints(file_or_dir);
   if (all.empty()) throw CheckpointError(fmt::format("{}: no checkpoint in this directory", file_or_dir));
   if (!latest.empty())
@@ -78,16 +108,37 @@ std::vector<std::string> resume_candidates(const std::string& dir, std::vector<s
   return out;
 }
 
+// The directory checkpoint.resume searches.
+std::string searched_dir(const CheckpointConfig& c) {
+  return c.resume == "auto" || c.resume == "required" ? c.dir : c.resume;
+}
+
+// Why finding no checkpoint must stop the run; "" when it may start fresh. A Slurm job restarted
+// (requeued) after its first run trained must find that run's checkpoints: starting over from step 0
+// would silently repeat the work, and the missing directory usually means a wrong path.
+std::string no_checkpoint_refusal(const CheckpointConfig& c) {
+  if (c.resume == "required")
+    return fmt::format("[checkpoint] resume = \"required\", but {} holds no checkpoint; refusing to start fresh", c.dir);
+  if (c.resume != "auto") return fmt::format("{}: no checkpoint in this directory", c.resume);
+  const auto job = slurm_job();
+  if (!job || job->restart_count == 0 || c.allow_fresh_restart) return "";
+  return fmt::format("this is restart {} of Slurm job {}, but [checkpoint] dir = \"{}\" holds no checkpoint (deleted "
+                     "or moved, or the deck now names another directory): refusing to start over from step 0. "
+                     "Restore the checkpoints, or set checkpoint.allow_fresh_restart = true to start fresh",
+                     job->restart_count, job->job_id, c.dir);
+}
+
 }  // namespace
 
 std::string find_resume_checkpoint(const CheckpointConfig& cfg, std::vector<std::string>* skipped) {
   if (cfg.resume == "never") return "";
   std::error_code ec;
-  if (cfg.resume != "auto" && !fs::is_directory(cfg.resume, ec)) {
+  const bool in_dir = cfg.resume == "auto" || cfg.resume == "required";
+  if (!in_dir && !fs::is_directory(cfg.resume, ec)) {
     read_checkpoint_header(cfg.resume);  // throws when invalid
     return cfg.resume;
   }
-  const std::string dir = cfg.resume == "auto" ? cfg.dir : cfg.resume;
+  const std::string dir = searched_dir(cfg);
   if (dir.empty()) return "";
   const auto all = list_checkpoints(dir);
   for (const auto& c : resume_candidates(dir, nullptr)) {
@@ -112,7 +163,7 @@ std::optional<ResumePoint> resume_checkpoint(const Config& cfg, const std::vecto
   std::string err;
   if (comm_rank(comm) == 0) {
     std::error_code ec;
-    if (c.resume == "auto") {
+    if (c.resume == "auto" || c.resume == "required") {
       dir = c.dir;
     } else if (fs::is_directory(c.resume, ec)) {
       dir = c.resume;
@@ -123,7 +174,7 @@ std::optional<ResumePoint> resume_checkpoint(const Config& cfg, const std::vecto
     std::vector<std::string> strays;
     if (!dir.empty()) candidates = resume_candidates(dir, &strays);
     for (const auto& reason : strays) log::warn("checkpoint: {}: ordered by the step it holds", reason);
-    if (c.resume != "auto" && candidates.empty()) err = fmt::format("{}: no checkpoint in this directory", c.resume);
+    if (candidates.empty()) err = no_checkpoint_refusal(c);
   }
   agree(comm, err);
   std::string joined = fmt::format("{}", fmt::join(candidates, "\n"));
@@ -162,7 +213,7 @@ std::optional<ResumePoint> resume_checkpoint(const Config& cfg, const std::vecto
   }
   throw CheckpointError(fmt::format("{}: none of its {} checkpoint(s) is valid ({}); refusing to start fresh over "
                                     "them: remove or move them, or set checkpoint.resume = \"never\"",
-                                    c.resume == "auto" ? c.dir : c.resume, candidates.size(),
+                                    searched_dir(c), candidates.size(),
                                     fmt::join(rp.skipped, "; ")));
 }
 

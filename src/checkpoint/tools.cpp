@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint.hpp"
@@ -12,6 +11,7 @@
 #include "checkpoint/format.hpp"
 #include "checkpoint/h5.hpp"
 #include "checkpoint/manifest.hpp"
+#include "core/output_file.hpp"
 #include "safetensors/safetensors.hpp"
 
 namespace fs = std::filesystem;
@@ -135,11 +135,7 @@ std::string export_checkpoint(const std::string& ckpt_path, const std::string& o
   write_safetensors_streamed((fs::path(out_dir) / "model.safetensors").string(), tensors,
                     {{"format", "pt"}, {"producer", "trident"}, {"checkpoint", path},
                      {"step", std::to_string(h.progress.step)}});
-  const std::string config = (fs::path(out_dir) / "config.json").string();
-  std::ofstream f(config);
-  f << hf_config_json(h.model);
-  f.close();
-  if (!f) throw CheckpointError(fmt::format("cannot write '{}'", config));
+  write_file_atomically("ckpt export", (fs::path(out_dir) / "config.json").string(), hf_config_json(h.model));
   return path;
 }
 

@@ -1,5 +1,6 @@
 #include "core/blas_runtime.hpp"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,7 +47,17 @@ void tune_blas_for_this_cpu(int /*argc*/, char** argv) {
   // The executable's real path, not /proc/self/exe: the process name (ps, top, pgrep) comes from it.
   std::error_code ec;
   const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-  if (!ec) execv(self.c_str(), argv);  // only returns on failure: then run on with the slow kernels
+  if (ec) return;
+  // A signal arriving between the exec and the new image's handlers would find the default action
+  // (SIGUSR1, SIGTERM: death). Blocked signals stay pending across execv; main unblocks them once its
+  // handlers are back.
+  sigset_t stop_signals, previous;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGUSR1);
+  sigaddset(&stop_signals, SIGTERM);
+  sigprocmask(SIG_BLOCK, &stop_signals, &previous);
+  execv(self.c_str(), argv);  // only returns on failure: then run on with the slow kernels
+  sigprocmask(SIG_SETMASK, &previous, nullptr);
 }
 
 }  // namespace trident

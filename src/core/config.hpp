@@ -85,7 +85,8 @@ struct CheckpointConfig {
   int64_t every_steps = 0;   // 0 = off
   double every_minutes = 0;  // 0 = off
   int64_t keep = 2;          // newest checkpoints kept; 0 = all
-  std::string resume = "auto";  // "auto", "never" or a checkpoint path
+  std::string resume = "auto";  // "auto", "required", "never" or a checkpoint path
+  bool allow_fresh_restart = false;  // a restarted Slurm job (restart count > 0) may start fresh without a checkpoint
 };
 
 struct RuntimeConfig {

@@ -79,6 +79,9 @@ struct MappedFileSlot {
   char path[512] = {};
 };
 MappedFileSlot g_mapped[256];
+// The job's size, read when the handlers are installed: a 1-rank job ends with _exit, whose status
+// (128 + signal) mpiexec and a singleton both report, where MPI_Abort's would be 1.
+std::atomic<int> g_world_size{1};
 
 const MappedFileSlot* mapped_file_at(const void* address) {
   const char* a = static_cast<const char*>(address);
@@ -103,8 +106,14 @@ void on_fatal_signal(int sig, siginfo_t* info, void*) {
   if (n > 0) (void)!write(STDERR_FILENO, buf, std::min(size_t(n), sizeof buf - 1));
   int initialized = 0;
   MPI_Initialized(&initialized);
-  if (initialized) MPI_Abort(MPI_COMM_WORLD, 128 + sig);
-  std::_Exit(128 + sig);
+  if (initialized && g_world_size.load() > 1) {
+    // As in abort_job: give the launcher a moment to forward the message before the abort ends its
+    // forwarding (nanosleep is async-signal-safe).
+    const timespec forward{0, 200 * 1000 * 1000};
+    nanosleep(&forward, nullptr);
+    MPI_Abort(MPI_COMM_WORLD, 128 + sig);
+  }
+  _exit(128 + sig);
 }
 }  // namespace
 
@@ -124,6 +133,11 @@ void unregister_mapped_file(const void* base) {
 }
 
 void install_fatal_handlers() {
+  int initialized = 0, finalized = 0, size = 1;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Comm_size(MPI_COMM_WORLD, &size);
+  g_world_size.store(size);
   std::set_terminate([] {
     auto eptr = std::current_exception();
     try {

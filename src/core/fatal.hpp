@@ -17,6 +17,7 @@ namespace trident {
 int run_or_abort(const std::function<int()>& body);
 
 // Installs std::terminate and signal handlers (SIGSEGV, SIGFPE, SIGBUS, SIGILL) that abort the job.
+// Call after MPI_Init: it reads the world size (a 1-rank job exits with 128 + signal itself).
 void install_fatal_handlers();
 
 // A file mapped into memory: a SIGBUS inside [base, base + length) (the file was truncated under the

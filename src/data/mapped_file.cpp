@@ -12,24 +12,17 @@
 
 #include "core/error.hpp"
 #include "core/fatal.hpp"
+#include "core/regular_file.hpp"
 
 namespace trident {
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int err = errno;
-    throw Error(fmt::format("cannot open '{}': {}", path, std::strerror(err)));
-  }
+  const int fd = open_regular_file(path);  // a FIFO or device is refused, never waited on
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     int err = errno;
     ::close(fd);
     throw Error(fmt::format("cannot stat '{}': {}", path, std::strerror(err)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw Error(fmt::format("'{}' is not a regular file", path));
   }
   size_ = static_cast<int64_t>(st.st_size);
   if (size_ > 0) {

@@ -255,6 +255,8 @@ class DeckReader {
     check_model_size(cfg);
     if ((cfg.checkpoint.every_steps > 0 || cfg.checkpoint.every_minutes > 0) && cfg.checkpoint.dir.empty())
       rule_error("checkpoint", "every_steps", "[checkpoint] every_steps/every_minutes need [checkpoint] dir");
+    if (cfg.checkpoint.resume == "required" && cfg.checkpoint.dir.empty())
+      rule_error("checkpoint", "resume", "[checkpoint] resume = \"required\" needs [checkpoint] dir");
     // ZeRO-3 gathers each layer inside a chunk's forward and backward; with pipeline stages the
     // schedule interleaves chunks and micro-batches, which the gather order does not follow yet.
     if (mesh.zero == 3 && mesh.pp > 1)
@@ -382,8 +384,9 @@ std::string deck_reference_markdown() {
      << "heads and ffn_hidden divisible by tp; global_batch divisible by micro_batch*dp; the pipeline needs at\n"
      << "least one layer per chunk (pp*virtual_stages chunks); interleaved needs virtual_stages >= 2 and\n"
      << "micro-batches per step a multiple of pp; sequence_parallel needs seq_len divisible by tp; bf16 needs\n"
-     << "the cuda backend; checkpoint intervals need checkpoint.dir; val_every needs val_path; at most 2^47\n"
-     << "parameters, and at most 2^47 elements in one activation (micro_batch * seq_len * the widest layer).\n"
+     << "the cuda backend; checkpoint intervals and resume = \"required\" need checkpoint.dir; val_every needs\n"
+     << "val_path; at most 2^47 parameters, and at most 2^47 elements in one activation (micro_batch * seq_len\n"
+     << "* the widest layer).\n"
      << "Float keys with an open bound (beta1, beta2 < 1; eps > 0, ...) are also checked after rounding to fp32.\n";
   for (const auto& s : deck::sections()) {
     os << "\n## [" << s << "]\n\n| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n";

@@ -215,9 +215,11 @@ KeySpec mesh_dp() {
 
 KeySpec resume_key() {
   return text("checkpoint", "resume", &CheckpointConfig::resume, &Config::checkpoint,
-              "\"auto\", \"never\" or the path of a checkpoint",
-              "\"auto\": continue from the newest valid checkpoint in `dir`, or start fresh when there is none; "
-              "\"never\": always start fresh; a path: resume from that checkpoint (an error if it is invalid).");
+              "\"auto\", \"required\", \"never\" or the path of a checkpoint",
+              "\"auto\": continue from the newest valid checkpoint in `dir`, or start fresh when there is none, "
+              "except in a restarted Slurm job (SLURM_RESTART_COUNT > 0), which refuses to start over unless "
+              "allow_fresh_restart; \"required\": as \"auto\" but never start fresh; \"never\": always start "
+              "fresh; a path: resume from that checkpoint (an error if it is invalid).");
 }
 
 std::vector<KeySpec> build() {
@@ -337,6 +339,9 @@ std::vector<KeySpec> build() {
   k.push_back(integer("checkpoint", "keep", &Config::checkpoint, &CheckpointConfig::keep, 0, big,
                       "Newest checkpoints kept; older ones are deleted; 0 keeps all."));
   k.push_back(resume_key());
+  k.push_back(boolean("checkpoint", "allow_fresh_restart", &CheckpointConfig::allow_fresh_restart, &Config::checkpoint,
+                      "A restarted Slurm job whose checkpoint.dir holds no checkpoint starts fresh from step 0 "
+                      "instead of refusing (exit 2): set it when the first run stopped before its first checkpoint."));
   // [runtime]
   k.push_back(choice("runtime", "backend", &RuntimeConfig::backend, &Config::runtime,
                      {{"cpu", Backend::Cpu}, {"cuda", Backend::Cuda}},

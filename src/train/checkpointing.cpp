@@ -1,12 +1,10 @@
 #include "train/checkpointing.hpp"
 
-#include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <filesystem>
 
+#include "checkpoint/directory_lock.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "train/progress.hpp"
@@ -20,27 +18,32 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-// Rank 0 creates checkpoint.dir and checks that it can write there, so that a bad path fails at
-// start-up rather than at the first checkpoint, hours in. Collective: every rank throws alike.
-void prepare_directory(const Config& cfg, MPI_Comm comm) {
+// Rank 0 checks checkpoint.dir as `trident check` does, creates it and takes its lock, so that a bad
+// path or a directory another run writes fails at start-up rather than at the first checkpoint, hours
+// in. Collective: every rank throws alike. Returns rank 0's lock (null elsewhere).
+std::unique_ptr<ckpt::DirectoryLock> prepare_directory(const Config& cfg, MPI_Comm comm) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   std::string err;
+  std::unique_ptr<ckpt::DirectoryLock> lock;
   if (rank == 0) {
     const std::string& dir = cfg.checkpoint.dir;
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec || !fs::is_directory(dir))
-      err = fmt::format("{}: [checkpoint] dir = \"{}\" cannot be created as a directory: {}", cfg.source, dir,
-                        ec ? ec.message() : "a file of that name exists");
-    else if (::access(dir.c_str(), W_OK | X_OK) != 0)
-      err = fmt::format("{}: [checkpoint] dir = \"{}\" is not writable: {}", cfg.source, dir, std::strerror(errno));
+    try {
+      check_checkpoint_dir(dir);
+      std::error_code ec;
+      fs::create_directories(dir, ec);
+      if (ec) throw Error(fmt::format("[checkpoint] dir = \"{}\" cannot be created: {}", dir, ec.message()));
+      lock = std::make_unique<ckpt::DirectoryLock>(dir);
+    } catch (const Error& e) {
+      err = fmt::format("{}: {}", cfg.source, e.what());
+    }
   }
   int64_t n = int64_t(err.size());
   MPI_Bcast(&n, 1, MPI_INT64_T, 0, comm);
   err.resize(size_t(n));
   MPI_Bcast(err.data(), int(n), MPI_CHAR, 0, comm);
   if (!err.empty()) throw Error(err);
+  return lock;
 }
 
 }  // namespace
@@ -98,7 +101,7 @@ TrainingCheckpoints::Staging TrainingCheckpoints::make_staging() const {
 
 int64_t TrainingCheckpoints::resume() {
   const auto& c = cfg_.checkpoint;
-  if (!c.dir.empty()) prepare_directory(cfg_, comm_);
+  if (!c.dir.empty()) lock_ = prepare_directory(cfg_, comm_);
   if (c.resume == "never") {
     if (!c.dir.empty()) log::info("checkpoint: resume = \"never\": starting fresh (checkpoints go to {})", c.dir);
     return 0;
@@ -166,6 +169,7 @@ void TrainingCheckpoints::after_step(int64_t step, double loss) {
     }
   }
   const double copy_s = seconds_since(start);
+  if (lock_) lock_->check_still_held();  // rank 0: never write over another run's checkpoints
   const std::string path =
       write_checkpoint(cfg_.checkpoint.dir, cfg_, st.shards, progress_after_step(cfg_, step, loss), comm_);
   const double total_s = seconds_since(start);

@@ -17,6 +17,9 @@
 #include "optim/adamw.hpp"
 
 namespace trident {
+namespace ckpt {
+class DirectoryLock;
+}
 
 class TrainingCheckpoints {
  public:
@@ -59,6 +62,7 @@ class TrainingCheckpoints {
   bool zero3_ = false;
   MPI_Comm comm_;
   CheckpointSchedule schedule_;
+  std::unique_ptr<ckpt::DirectoryLock> lock_;  // rank 0's hold on checkpoint.dir (checkpoint/directory_lock.hpp)
 };
 
 }  // namespace trident

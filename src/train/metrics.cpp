@@ -3,13 +3,16 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "core/error.hpp"
+#include "core/regular_file.hpp"
 
 namespace trident {
 
@@ -23,25 +26,32 @@ void check_output_path(const std::string& what, const std::string& path) {
                             ec ? ec.message() : "a file of that name exists"));
   const fs::path dir = parent.empty() ? fs::path(".") : parent;
   if (fs::is_directory(path)) throw Error(fmt::format("{} = \"{}\" is a directory, not a file", what, path));
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw Error(fmt::format("{} = \"{}\" is {}, not a regular file", what, path, file_type_name(st.st_mode)));
   const bool exists = fs::exists(path, ec);
   if (::access(exists ? path.c_str() : dir.c_str(), W_OK) != 0)
     throw Error(fmt::format("{} = \"{}\": {} is not writable ({})", what, path, exists ? path : dir.string(),
                             std::strerror(errno)));
 }
 
-MetricsWriter::MetricsWriter(const std::string& path, bool append, RunIdentity run) : path_(path), run_(std::move(run)) {
-  check_output_path("[runtime] metrics", path);
-  out_.open(path, append ? std::ios::app : std::ios::trunc);
-  TRIDENT_CHECK(out_.good(), "runtime.metrics: cannot open {} for writing ({})", path, std::strerror(errno));
+namespace {
+
+RecordFile open_metrics_file(const std::string& path, bool append) {
+  check_output_path("[runtime] metrics", path);  // creates the parent directories
+  return RecordFile("[runtime] metrics", path, append);
 }
+
+}  // namespace
+
+MetricsWriter::MetricsWriter(const std::string& path, bool append, RunIdentity run)
+    : file_(open_metrics_file(path, append)), run_(std::move(run)) {}
 
 void MetricsWriter::write_record(nlohmann::json& j) {
   j["time"] = wall_clock_s();
   j["run"] = run_.run_id;
   j["restart"] = run_.restart;
-  out_ << j.dump() << '\n';
-  out_.flush();
-  TRIDENT_CHECK(out_.good(), "runtime.metrics: write to {} failed", path_);
+  file_.append(j.dump() + "\n");
 }
 
 void MetricsWriter::write_resume(int64_t resumed_step) {

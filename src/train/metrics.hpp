@@ -1,12 +1,12 @@
 #pragma once
 // Per-step figures: the log line every log_every steps and the JSON-lines metrics file.
 #include <cstdint>
-#include <fstream>
 #include <optional>
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "core/output_file.hpp"
 #include "core/slurm_env.hpp"
 
 namespace trident {
@@ -48,6 +48,8 @@ struct StepMetrics {
 // "time" (Unix seconds), "run" (the run id) and "restart" (the restart count), so that the lines of
 // a run that was stopped and resumed can be told apart; a resumed run first writes a record
 // {"event": "resume", "step": S, ...} (S: the step the checkpoint completed).
+// A record is written whole or not at all; a failure throws OutputError (core/output_file.hpp), which
+// the trainer turns into a stop with a final checkpoint.
 class MetricsWriter {
  public:
   MetricsWriter(const std::string& path, bool append, RunIdentity run);
@@ -56,13 +58,12 @@ class MetricsWriter {
 
  private:
   void write_record(nlohmann::json& j);
-  std::string path_;
-  std::ofstream out_;
+  RecordFile file_;
   RunIdentity run_;
 };
 
 // Checks at start-up that an output file can be written later: its parent directory exists or can be
-// created, and the path is not a directory nor an unwritable file. Throws trident::Error naming the
+// created, and the path is not a directory, a special file (FIFO, device) nor an unwritable file. Throws trident::Error naming the
 // deck key (`what`, e.g. "[runtime] metrics") and the reason. Creates the parent directories only.
 void check_output_path(const std::string& what, const std::string& path);
 

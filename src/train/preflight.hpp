@@ -14,7 +14,13 @@ void check_supported(const Config& cfg);
 // step. (checkpoint.dir is checked by TrainingCheckpoints.)
 void check_output_paths(const Config& cfg);
 
-// check_supported, the output paths, then the training and validation data opened as the trainer opens them.
+// model.init_from (opened and its header parsed), checkpoint.dir (check_checkpoint_dir: no directory
+// is created) and a checkpoint.resume path (its structure read), as `train` reads them: a special file
+// (/dev/zero, a FIFO) or /proc/self/mem is refused here as it is there.
+void check_checkpoint_and_model_paths(const Config& cfg);
+
+// check_supported, the output paths, the checkpoint and model paths, then the training and validation
+// data opened as the trainer opens them.
 void check_trainable(const Config& cfg);
 
 }  // namespace trident

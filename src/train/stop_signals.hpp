@@ -1,7 +1,10 @@
 #pragma once
 // SIGUSR1 and SIGTERM: Slurm's "time is nearly up" (`--signal=USR1@N`, `scancel --signal=USR1`) and
-// "stop now" (the time limit, `scancel`, preemption). Both are counted from the start of the process
-// (they may arrive during MPI_Init or while the model is built) and acted on only at step boundaries,
+// "stop now" (the time limit, `scancel`, preemption). The handlers are installed first thing in main
+// (and kept through the BLAS re-execution and MPI_Init), so no signal finds a process without them.
+// SIGUSR1 is counted from the start of the process (it may arrive during MPI_Init or while the model
+// is built); SIGTERM before the first step ends the process at once with 128 + SIGTERM (nothing is
+// trained yet, and start-up may be blocked); after that both are acted on only at step boundaries,
 // where every rank agrees on the same step with one small all-reduce.
 //
 // What follows a signal (runtime.on_signal, and checkpoint.dir):
@@ -26,16 +29,31 @@ namespace trident {
 
 class Group;
 
-// Exit status of a run that wrote a checkpoint because of a signal and stopped (EX_TEMPFAIL: "try
-// again"). jobs/train.sbatch requeues the job on it; it is distinct from 0 (done) and every error code.
+// Exit status of a run that wrote a checkpoint because of a signal, or of an output failure a retry
+// may not meet (a full file system), and stopped (EX_TEMPFAIL: "try again"). jobs/train.sbatch
+// requeues the job on it; it is distinct from 0 (done) and every error code.
 inline constexpr int kExitCheckpointedOnSignal = 75;
+// Exit status of a run stopped because an output (metrics, trace) could not be written and a retry
+// cannot help by itself (EX_IOERR): not requeued. With checkpoint.dir its last step was checkpointed.
+inline constexpr int kExitOutputFailed = 74;
+
+// An output that failed on this rank, as the ranks agree on it (the larger wins).
+enum class OutputFailure : int32_t { None = 0, Permanent = 1, Retryable = 2 };
 inline constexpr double kSignalCoalesceS = 10.0;
 
 // Installs the counting handlers for SIGUSR1 and SIGTERM (async-signal-safe). Call first thing in main.
 void install_stop_signal_counters();
 
-// Holds SIGUSR1 and SIGTERM pending in this thread while it lives; they are delivered when it ends.
-// cli_main runs MPI_Init under it (see there).
+// From now on SIGTERM is counted for the step boundary instead of ending the process. Call just
+// before the first step.
+void mark_training_started();
+
+// Unblocks SIGUSR1 and SIGTERM in this thread (they are blocked across the BLAS re-execution, which
+// keeps them pending; blas_runtime.hpp).
+void unblock_stop_signals();
+
+// Holds SIGUSR1 pending in this thread while it lives; it is delivered when it ends. cli_main runs
+// MPI_Init under it (see there).
 class StopSignalsHeld {
  public:
   StopSignalsHeld();
@@ -55,8 +73,9 @@ long term_count();
 struct StopDecision {
   bool checkpoint = false;  // write a checkpoint after this step
   bool exit = false;        // then stop training
-  int exit_code = 0;        // kExitCheckpointedOnSignal, or 128 + SIGTERM without checkpoints
-  std::string signal;       // "SIGUSR1", "SIGTERM" (both: "SIGTERM"); empty when none
+  int exit_code = 0;        // kExitCheckpointedOnSignal, kExitOutputFailed, or 128 + SIGTERM without checkpoints
+  bool output_failed = false;  // an output failure rather than a signal: the exit status stands even after the last step
+  std::string signal;       // what stopped it: "SIGUSR1", "SIGTERM" (both: "SIGTERM"), "an output failure"; empty when none
 };
 
 // The collective check at step boundaries.
@@ -65,12 +84,17 @@ class StopSignals {
   // world: every rank of the run (null for a run without a mesh: one process). The constructor does
   // not communicate.
   StopSignals(const Config& cfg, Group* world);
-  // Collective: one all-reduce (MAX) of this rank's pending requests. Every rank returns the same decision.
-  StopDecision poll(int64_t step);
+  // Collective: one all-reduce (MAX) of this rank's pending requests and `output` (an output this rank
+  // failed to write after the step). Every rank returns the same decision. An output failure stops the
+  // run after a checkpoint (with checkpoint.dir), exit kExitCheckpointedOnSignal when it is retryable
+  // and checkpointed, kExitOutputFailed otherwise; it outranks the signals.
+  StopDecision poll(int64_t step, OutputFailure output = OutputFailure::None);
   // Call after the checkpoint of an agreed request is written: starts the coalescing window.
   void checkpoint_done();
 
  private:
+  StopDecision output_failure_stop(int64_t step, OutputFailure failure) const;
+
   bool checkpoints_;
   OnSignal on_signal_;
   Group* world_;

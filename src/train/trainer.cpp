@@ -10,13 +10,13 @@
 
 #include <mpi.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
 #include "comm/watchdog.hpp"
 #include "core/fault_injection.hpp"
 #include "core/log.hpp"
+#include "core/output_file.hpp"
 #include "data_parallel/zero_partition.hpp"
 #include "model/flops.hpp"
 #include "optim/lr_schedule.hpp"
@@ -57,12 +57,27 @@ std::string event_category(const std::string& name) {
   return name[0] == 'F' ? "forward" : "backward";
 }
 
+// Writes the step's metrics record; a failure (logged with the file and errno; the file keeps whole
+// records only) is returned for the ranks to agree on at the step boundary.
+OutputFailure write_metrics(MetricsWriter& metrics, const StepMetrics& m) {
+  try {
+    metrics.write(m);
+    return OutputFailure::None;
+  } catch (const OutputError& e) {
+    log::error("{}", e.what());
+    return e.retryable() ? OutputFailure::Retryable : OutputFailure::Permanent;
+  }
+}
+
 }  // namespace
 
 Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh) : cfg_(cfg), k_(kernels), mesh_(mesh) {
   TRIDENT_CHECK(mesh_ || cfg_.mesh.world_size() == 1, "a parallel layout needs a ParallelMesh");
   check_supported(cfg_);
-  if (!mesh_ || mesh_->world_rank() == 0) check_output_paths(cfg_);
+  if (!mesh_ || mesh_->world_rank() == 0) {  // what `trident check` refuses, with its messages
+    check_output_paths(cfg_);
+    check_checkpoint_and_model_paths(cfg_);
+  }
   TensorParallel tp;
   if (mesh_ && cfg_.mesh.tp > 1) tp = TensorParallel{&mesh_->tp(), cfg_.mesh.sequence_parallel};
   shapes_ = GptShapes::from(cfg_.model, cfg_.mesh.tp);
@@ -230,7 +245,7 @@ double Trainer::validation_loss() {
   return sum / (double(cfg_.data.val_steps) * cfg_.train.global_batch * shapes_.T);
 }
 
-void Trainer::write_trace() const {
+OutputFailure Trainer::write_trace() const {
   // Every rank's events, gathered on world rank 0 into one Chrome trace (one process per rank).
   nlohmann::json mine = nlohmann::json::array();
   const int rank = mesh_ ? mesh_->world_rank() : 0;
@@ -242,14 +257,22 @@ void Trainer::write_trace() const {
                     {"cat", event_category(e.name)}});
   const std::vector<std::string> texts =
       mesh_ ? mesh_->world().gather_strings_host(mine.dump()) : std::vector<std::string>{mine.dump()};
-  if (rank != 0) return;
-  nlohmann::json events = nlohmann::json::array();
-  for (const std::string& text : texts)
-    for (auto& e : nlohmann::json::parse(text)) events.push_back(e);
-  std::ofstream f(cfg_.runtime.trace);
-  if (!f.good()) throw Error(fmt::format("[runtime] trace: cannot write {} ({})", cfg_.runtime.trace, std::strerror(errno)));
-  f << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
-  log::info("timeline written to {} (open it in chrome://tracing or ui.perfetto.dev)", cfg_.runtime.trace);
+  int32_t failure = int32_t(OutputFailure::None);
+  if (rank == 0) {
+    nlohmann::json events = nlohmann::json::array();
+    for (const std::string& text : texts)
+      for (auto& e : nlohmann::json::parse(text)) events.push_back(e);
+    try {
+      write_file_atomically("[runtime] trace", cfg_.runtime.trace,
+                            nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n");
+      log::info("timeline written to {} (open it in chrome://tracing or ui.perfetto.dev)", cfg_.runtime.trace);
+    } catch (const OutputError& e) {
+      log::error("{}; the run's other results stand (exit status {})", e.what(), kExitOutputFailed);
+      failure = int32_t(e.retryable() ? OutputFailure::Retryable : OutputFailure::Permanent);
+    }
+  }
+  if (mesh_) mesh_->world().broadcast_host(&failure, 1, 0);  // every rank exits with the same status
+  return OutputFailure(failure);
 }
 
 float* Trainer::range_parameters(size_t c) const {
@@ -316,6 +339,7 @@ std::vector<StepMetrics> Trainer::run() {
   }
   std::vector<StepMetrics> history;
   double total_ms = 0;
+  mark_training_started();  // SIGTERM now means "checkpoint at the next step boundary"
   for (int64_t step = first_step_; step <= t.steps; ++step) {
     StepMetrics m;
     if (step == first_step_)
@@ -328,9 +352,9 @@ std::vector<StepMetrics> Trainer::run() {
     if (step % cfg_.runtime.log_every == 0 || step == first_step_ || step == t.steps || m.val_loss)
       log::info("{}", format_log_line(m, t.steps));
     if (step == 1) log::info("memory per rank after step 1: {}", describe(m.memory));
-    if (metrics) metrics->write(m);
+    const OutputFailure output = metrics ? write_metrics(*metrics, m) : OutputFailure::None;
     if (!std::isfinite(m.loss)) throw Error(fmt::format("step {}: the loss is {}; training diverged", step, m.loss));
-    const StopDecision stop = stop_->poll(step);
+    const StopDecision stop = stop_->poll(step, output);
     if (stop.checkpoint) request_checkpoint();
     {
       const watchdog::Watch watch("checkpoint write", watchdog::checkpoint_limit_s());
@@ -338,6 +362,7 @@ std::vector<StepMetrics> Trainer::run() {
     }
     if (stop.checkpoint) stop_->checkpoint_done();
     history.push_back(m);
+    if (stop.output_failed) exit_code_ = stop.exit_code;
     if (stop.exit && step < t.steps) {
       exit_code_ = stop.exit_code;
       log::warn("stopped after step {} of {} on {}{}; exit status {}", step, t.steps, stop.signal,
@@ -379,7 +404,8 @@ std::vector<StepMetrics> Trainer::run() {
                  mesh_ ? mesh_->coord().pp : 0, to_string(t.recompute), act_saved / 1048576.0,
                  chunks_[0]->activation_bytes().peak_slots, act_peak / 1048576.0);
   log_memory_per_rank(memory_account(), mesh_);
-  if (!cfg_.runtime.trace.empty()) write_trace();
+  if (!cfg_.runtime.trace.empty() && write_trace() != OutputFailure::None && exit_code_ == 0)
+    exit_code_ = kExitOutputFailed;
   return history;
 }
 

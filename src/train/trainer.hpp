@@ -18,6 +18,7 @@
 #include "pipeline/executor.hpp"
 #include "train/gradient_finisher.hpp"
 #include "train/metrics.hpp"
+#include "train/stop_signals.hpp"
 #include "train/training_data.hpp"
 
 namespace trident {
@@ -72,7 +73,8 @@ class Trainer {
   void make_gradient_reducer();
   // This rank's chunks from the counter-based initialisation or model.init_from, slice by slice.
   void initialise_parameters();
-  void write_trace() const;
+  // Rank 0 writes every rank's timeline; returns the failure, if any, on every rank.
+  OutputFailure write_trace() const;
 
   Config cfg_;
   Kernels& k_;

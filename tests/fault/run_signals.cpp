@@ -5,7 +5,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -17,14 +19,20 @@
 namespace trident::test {
 namespace {
 
-TEST(Signals, TruncatedDataFileNamesTheFileAndOffset) {
+// The same status for the same event at any rank count (before the fix a 1-rank job exited 1 through
+// MPI_Abort, 2-4 ranks 135): a singleton, mpiexec -n 1 and mpiexec -n 2.
+class TruncatedData : public ::testing::TestWithParam<int> {};
+
+TEST_P(TruncatedData, NamesTheFileAndOffsetAndExits135) {
+  const int np = GetParam();  // 0: a singleton (no mpiexec)
   const std::string dir = make_temp_dir("trident-sigbus");
   const std::string data = dir + "/data.txt";
   std::filesystem::copy_file("/usr/share/common-licenses/GPL-3", data);
   const std::string metrics = dir + "/m.jsonl";
-  write_file(dir + "/deck.toml", small_deck(1, 1, 1, "metrics = \"" + metrics + "\""));
-  BackgroundJob job(without_parent_mpi_env() + " OPENBLAS_NUM_THREADS=1 " + trident_binary() + " train " + dir +
-                        "/deck.toml --set data.path=" + data,
+  write_file(dir + "/deck.toml", small_deck(1, 1, std::max(np, 1), "metrics = \"" + metrics + "\""));
+  const std::string launcher = np == 0 ? "" : local_mpiexec() + " -n " + std::to_string(np) + " ";
+  BackgroundJob job(without_parent_mpi_env() + " OPENBLAS_NUM_THREADS=1 " + launcher + trident_binary() + " train " +
+                        dir + "/deck.toml --set data.path=" + data,
                     dir + "/out.txt");
   ASSERT_TRUE(wait_until([&] { return count_lines(metrics) >= 2 || job.wait_for(0); }, 60)) << job.output();
   ASSERT_FALSE(job.wait_for(0)) << job.output();
@@ -32,10 +40,61 @@ TEST(Signals, TruncatedDataFileNamesTheFileAndOffset) {
   const auto status = job.wait_for(30);
   const std::string out = job.output();
   ASSERT_TRUE(status) << "still running 30 s after its data file was truncated:\n" << out;
-  // 128 + SIGBUS under mpiexec; a singleton's MPI_Abort exits 1 whatever the code.
-  EXPECT_NE(*status, 0) << out;
+  EXPECT_EQ(*status, 128 + SIGBUS) << out;
   EXPECT_NE(out.find("fatal signal SIGBUS reading " + data + " at byte offset "), std::string::npos) << out;
   EXPECT_NE(out.find("truncated or replaced while the job ran"), std::string::npos) << out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Launch, TruncatedData, ::testing::Values(0, 1, 2), [](const auto& info) {
+  return info.param == 0 ? std::string("singleton") : "np" + std::to_string(info.param);
+});
+
+// The stop handlers are in place before any shared library is initialised (OpenBLAS and the CUDA
+// libraries take about 0.1 s, in which a launcher's SIGTERM or SIGUSR1 killed a rank outright: exit 15
+// or 10). A preloaded library's constructor, which runs in that phase, reports what it finds.
+TEST(Signals, StopHandlersAreInstalledBeforeTheLibrariesStart) {
+  const std::string dir = make_temp_dir("trident-preinit");
+  std::string out;
+  const int rc = run_command("LD_PRELOAD=" TRIDENT_STOP_HANDLER_PROBE " STOP_HANDLER_PROBE_OUT=" + dir + "/probe.txt " +
+                                 without_parent_mpi_env() + " " + trident_binary() + " --version 2>&1",
+                             &out);
+  ASSERT_EQ(rc, 0) << out;
+  std::ifstream f(dir + "/probe.txt");
+  const std::string probe((std::istreambuf_iterator<char>(f)), {});
+  EXPECT_EQ(probe, "SIGTERM handled\nSIGUSR1 handled\n") << "what a library constructor saw";
+}
+
+// A start-up that cannot finish (rank 1 stopped, so rank 0 waits for it inside MPI start-up or the
+// first collective) ends within seconds of a SIGTERM, with 143 and a message, instead of waiting for
+// the watchdog or Slurm's SIGKILL. The time is reported (the `stop_to_exit_s` property).
+TEST(Signals, SigtermDuringABlockedStartUpEndsWithinSeconds) {
+  const std::string dir = make_temp_dir("trident-term-startup");
+  write_file(dir + "/deck.toml", small_deck(1, 1, 2));
+  BackgroundJob job(without_parent_mpi_env() + " OPENBLAS_NUM_THREADS=1 " + local_mpiexec() + " -n 2 " +
+                        trident_binary() + " train " + dir + "/deck.toml --set train.steps=3",
+                    dir + "/out.txt");
+  pid_t rank1 = -1;
+  ASSERT_TRUE(wait_until([&] { return (rank1 = job.rank_pid(1)) > 0 || job.wait_for(0); }, 30)) << job.output();
+  ASSERT_GT(rank1, 0) << job.output();
+  kill(rank1, SIGSTOP);
+  pid_t rank0 = -1;
+  ASSERT_TRUE(wait_until([&] { return (rank0 = job.rank_pid(0)) > 0 && catches_signal(rank0, SIGTERM); }, 30));
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // rank 0 is now waiting for rank 1
+  ASSERT_FALSE(job.wait_for(0)) << job.output();
+  const auto start = std::chrono::steady_clock::now();
+  kill(rank0, SIGTERM);
+  kill(rank1, SIGTERM);  // pending while it is stopped, as Slurm would send it to every task
+  const auto status = job.wait_for(60);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  kill(rank1, SIGCONT);
+  const std::string out = job.output();
+  ASSERT_TRUE(status) << "still running 60 s after SIGTERM:\n" << out;
+  EXPECT_LT(seconds, 10.0) << out;
+  EXPECT_EQ(*status, 128 + SIGTERM) << out;
+  EXPECT_NE(out.find("SIGTERM during start-up: stopping now"), std::string::npos) << out;
+  EXPECT_EQ(out.find("step 1/"), std::string::npos) << out;
+  RecordProperty("stop_to_exit_s", std::to_string(seconds));
+  std::printf("stop request to exit during a blocked start-up: %.2f s\n", seconds);
 }
 
 // Starts a 3-step run and sends SIGUSR1 as soon as the process catches it (from the start of main,

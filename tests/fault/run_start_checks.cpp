@@ -54,6 +54,19 @@ TEST(StartChecks, TracePathThatCannotBeWrittenFailsBeforeStepOne) {
   EXPECT_EQ(r.out.find("step 1/"), std::string::npos) << r.out;
 }
 
+// A hard open-file limit too low for MPI: one clear message and exit 2 (before the fix, MPICH's raw
+// error stack); a low soft limit under a higher hard one is raised and the run goes on.
+TEST(StartChecks, OpenFileLimitTooLowForMpiIsNamed) {
+  TrainRun r = train(small_deck(1, 1, 1), "", "ulimit -n 32; ");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("trident: the open-file limit is 32 (ulimit -n; hard limit 32), below the 64 descriptors"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("Fatal error in"), std::string::npos) << r.out;  // MPICH's error stack
+  r = train(small_deck(1, 1, 1), "", "ulimit -S -n 32; ");
+  EXPECT_EQ(r.status, 0) << r.out;
+}
+
 TEST(StartChecks, MisspeltFaultInjectionPointIsRefusedBeforeStepOne) {
   // A failure test whose fault name is misspelt would otherwise run clean and test nothing.
   const TrainRun r = train(small_deck(1, 1, 1), "", "export TRIDENT_INJECT_FAULT=pipeline-stag:0; ");

@@ -35,6 +35,12 @@ void expect_everywhere(const StopDecision& d, bool checkpoint, bool exit, int co
   for (int i = 0; i < 3; ++i) EXPECT_EQ(lo[i], hi[i]) << "ranks disagree on field " << i;
 }
 
+// The handlers as the trainer has them from its first step on (before it, SIGTERM ends the process).
+void start_training() {
+  install_stop_signal_counters();
+  mark_training_started();
+}
+
 // Takes up what earlier tests left counted (the counters are process-wide; a new StopSignals starts
 // with every counted signal pending, as the trainer's must for signals sent during start-up).
 void drain(StopSignals& stop) { stop.poll(0); }
@@ -56,7 +62,7 @@ int rank() {
 }
 
 TEST(StopSignals, OneSignalLandingAcrossAStepBoundaryGivesOneCheckpoint) {
-  install_stop_signal_counters();
+  start_training();
   StopSignals stop(with("/tmp/unused", OnSignal::CheckpointContinue), &world());
   drain(stop);
   expect_everywhere(stop.poll(1), false, false, 0);
@@ -69,7 +75,7 @@ TEST(StopSignals, OneSignalLandingAcrossAStepBoundaryGivesOneCheckpoint) {
 }
 
 TEST(StopSignals, SigtermOnOneRankStopsEveryRankWithACheckpoint) {
-  install_stop_signal_counters();
+  start_training();
   StopSignals stop(with("/tmp/unused", OnSignal::CheckpointContinue), &world());
   drain(stop);
   expect_everywhere(stop.poll(1), false, false, 0);
@@ -78,7 +84,7 @@ TEST(StopSignals, SigtermOnOneRankStopsEveryRankWithACheckpoint) {
 }
 
 TEST(StopSignals, Usr1WithCheckpointExitStops) {
-  install_stop_signal_counters();
+  start_training();
   StopSignals stop(with("/tmp/unused", OnSignal::CheckpointExit), &world());
   drain(stop);
   expect_everywhere(stop.poll(1), false, false, 0);
@@ -87,7 +93,7 @@ TEST(StopSignals, Usr1WithCheckpointExitStops) {
 }
 
 TEST(StopSignals, WithoutCheckpointDirUsr1GoesOnAndSigtermStopsWith143) {
-  install_stop_signal_counters();
+  start_training();
   StopSignals stop(with("", OnSignal::CheckpointExit), &world());
   drain(stop);
   expect_everywhere(stop.poll(1), false, false, 0);
@@ -95,6 +101,22 @@ TEST(StopSignals, WithoutCheckpointDirUsr1GoesOnAndSigtermStopsWith143) {
   expect_everywhere(stop.poll(2), false, false, 0);
   if (rank() == 0) raise(SIGTERM);
   expect_everywhere(stop.poll(3), false, true, 128 + SIGTERM);
+}
+
+// An output that failed on one rank (rank 0 writes them) stops every rank after a checkpoint: 75 when
+// a retry may succeed (a full file system), 74 when it cannot by itself; without checkpoint.dir 74.
+TEST(StopSignals, OutputFailureOnOneRankStopsEveryRank) {
+  start_training();
+  StopSignals stop(with("/tmp/unused", OnSignal::CheckpointContinue), &world());
+  drain(stop);
+  expect_everywhere(stop.poll(1), false, false, 0);
+  expect_everywhere(stop.poll(2, rank() == 0 ? OutputFailure::Retryable : OutputFailure::None), true, true,
+                    kExitCheckpointedOnSignal);
+  expect_everywhere(stop.poll(3, rank() == 0 ? OutputFailure::Permanent : OutputFailure::None), true, true,
+                    kExitOutputFailed);
+  StopSignals without_dir(with("", OnSignal::CheckpointContinue), &world());
+  expect_everywhere(without_dir.poll(4, rank() == 0 ? OutputFailure::Retryable : OutputFailure::None), false, true,
+                    kExitOutputFailed);
 }
 
 }  // namespace

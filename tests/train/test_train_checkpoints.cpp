@@ -356,7 +356,7 @@ TEST(TrainResume, UnusableCheckpointDirectoryFailsAtStartUp) {
   write_file(file, "x");
   const TrainRun r = train(1, file, mesh(1, 1, 1));
   EXPECT_EQ(r.rc, 2) << r.out;
-  EXPECT_THAT(r.out, HasSubstr(fmt::format("[checkpoint] dir = \"{}\" cannot be created as a directory", file)));
+  EXPECT_THAT(r.out, HasSubstr(fmt::format("[checkpoint] dir = \"{}\" is a regular file, not a directory", file)));
   EXPECT_TRUE(r.loss.empty()) << r.out;
 }
 
