@@ -40,8 +40,8 @@ endif()
 # it links: an executable linked to libcudart, cuBLAS and NCCL loads them at start-up on every run, the
 # CPU runs included, so that
 #  - a CPU node without the CUDA libraries could not run trident at all (the loader fails, exit 127);
-#  - a CPU run needed the address space of those libraries: under `ulimit -v` below about 1.6 GB every
-#    run failed before main (a CPU run needs well under half of that);
+#  - a CPU run needed the address space of those libraries: a small run that needs about 330 MB on its
+#    own needed about 1.2 GB, and under `ulimit -v` below about 0.9 GB every run failed before main;
 #  - start-up took longer, and signals in that window killed the process before its handlers existed.
 # So every piece of code that calls CUDA, cuBLAS(Lt) or NCCL (kernels/cuda/: the kernels, device
 # queries and binding, the NCCL transport, host-staging copies) goes into libtrident_cuda.so next to
