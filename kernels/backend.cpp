@@ -1,13 +1,9 @@
 #include "backend.hpp"
 
 #include <Kokkos_Core.hpp>
-#include <fmt/format.h>
 
 #include "core/error.hpp"
-#if TRIDENT_HAVE_CUDA
-#include "cuda/device.hpp"
-#include "gpu_binding.hpp"
-#endif
+#include "cuda_module.hpp"
 
 namespace trident {
 namespace {
@@ -35,27 +31,6 @@ class KokkosBackend final : public ComputeBackend {
   std::unique_ptr<Kernels> kernels_;
 };
 
-#if TRIDENT_HAVE_CUDA
-class CudaBackend final : public ComputeBackend {
- public:
-  CudaBackend(int local_rank, int local_size, bool share_gpus)
-      : gpu_(choose_gpu(local_rank, local_size, cuda::device_count(), share_gpus).index) {
-    cuda::set_device(gpu_);
-    kernels_ = make_cuda_kernels();
-  }
-  Kernels& kernels() override { return *kernels_; }
-  std::string describe() const override {
-    return fmt::format("{} on GPU {} ({}): {} {}", kernels_->name(), gpu_, visible_devices_note(),
-                       cuda::device_description(), device_uuid());
-  }
-  std::string device_uuid() const override { return cuda::device_uuid(); }
-
- private:
-  int gpu_;
-  std::unique_ptr<Kernels> kernels_;
-};
-#endif
-
 }  // namespace
 
 void require_cuda_build() {
@@ -64,16 +39,12 @@ void require_cuda_build() {
 #endif
 }
 
-#if !TRIDENT_HAVE_CUDA
-std::unique_ptr<Kernels> make_cuda_kernels() {
-  require_cuda_build();
-  return nullptr;
-}
-#endif
+// The CUDA side lives in the CUDA module (cuda_module.hpp): a CPU run never loads it.
+std::unique_ptr<Kernels> make_cuda_kernels() { return cuda_module().make_kernels(); }
 
 int cuda_device_count() {
 #if TRIDENT_HAVE_CUDA
-  return cuda::device_count();
+  return cuda_module().device_count();
 #else
   return 0;
 #endif
@@ -83,15 +54,7 @@ bool cuda_device_available() { return cuda_device_count() > 0; }
 
 std::unique_ptr<ComputeBackend> start_backend(Backend backend, int local_rank, int local_size, bool share_gpus) {
   if (backend == Backend::Cpu) return std::make_unique<KokkosBackend>();
-#if TRIDENT_HAVE_CUDA
-  return std::make_unique<CudaBackend>(local_rank, local_size, share_gpus);
-#else
-  (void)local_rank;
-  (void)local_size;
-  (void)share_gpus;
-  require_cuda_build();  // throws: this build has no CUDA
-  return nullptr;
-#endif
+  return cuda_module().start_backend(local_rank, local_size, share_gpus);
 }
 
 }  // namespace trident

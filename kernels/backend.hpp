@@ -23,14 +23,16 @@ class ComputeBackend {
 
 // local_rank / local_size: this process's index among the ranks on its node, and their number (which
 // GPU it takes: gpu_binding.hpp); share_gpus: several ranks may take one GPU (runtime.comm = "mpi").
-// This is the one place a rank binds its GPU. Throws trident::Error naming what is missing (a CUDA
-// build, a device, one GPU per rank).
+// This is the one place a rank binds its GPU. Backend::Cuda loads the CUDA module (cuda_module.hpp);
+// Backend::Cpu loads no CUDA library. Throws trident::Error naming what is missing (a CUDA build, the
+// CUDA module or the libraries it needs, a device, one GPU per rank).
 std::unique_ptr<ComputeBackend> start_backend(Backend backend, int local_rank = 0, int local_size = 1,
                                               bool share_gpus = false);
 
 // True in a CUDA build on a machine with a usable CUDA device (tests use it to skip visibly).
 bool cuda_device_available();
-// The CUDA devices this process can see (0 without a CUDA build or a device).
+// The CUDA devices this process can see (0 without a CUDA build or a device). In a CUDA build it loads
+// the CUDA module, and throws trident::Error when that cannot be loaded.
 int cuda_device_count();
 
 // Throws trident::Error when this build of trident has no CUDA backend.

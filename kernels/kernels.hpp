@@ -142,7 +142,8 @@ class Kernels {
 std::unique_ptr<Kernels> make_kokkos_kernels();
 
 // The native CUDA backend on the current device (cudaSetDevice first): its own stream, a caching
-// allocator, cuBLASLt GEMMs. Throws trident::Error in a build without CUDA or without a device.
+// allocator, cuBLASLt GEMMs. Loads the CUDA module (cuda_module.hpp). Throws trident::Error in a build
+// without CUDA, without a device, or when the module cannot be loaded.
 std::unique_ptr<Kernels> make_cuda_kernels();
 
 inline double Kernels::sum_squares(const float* x, int64_t n) {

@@ -234,8 +234,8 @@ void* native_stream(Kernels& kernels) {
   return k ? static_cast<void*>(k->stream()) : nullptr;
 }
 
-}  // namespace cuda
+std::unique_ptr<Kernels> make_kernels() { return std::make_unique<CudaKernels>(); }
 
-std::unique_ptr<Kernels> make_cuda_kernels() { return std::make_unique<cuda::CudaKernels>(); }
+}  // namespace cuda
 
 }  // namespace trident

@@ -7,6 +7,7 @@
 #include "comm/staging.hpp"
 #include "comm/watchdog.hpp"
 #include "core/error.hpp"
+#include "cuda_module.hpp"
 
 namespace trident {
 namespace {
@@ -102,7 +103,7 @@ void Group::wait_mpi(MPI_Request* r, const char* operation, int peer) {
 void Group::use_nccl(void* compute_stream, bool point_to_point) {
   TRIDENT_CHECK(transport_ == TensorTransport::Host, "internal: group '{}' is given its tensor transport twice",
                 name_);
-  nccl_ = std::make_unique<NcclComm>(comm_, compute_stream, *this, point_to_point);
+  nccl_ = cuda_module().make_nccl(comm_, compute_stream, *this, point_to_point);
   transport_ = TensorTransport::Nccl;
 }
 

@@ -11,9 +11,7 @@
 #include "core/log.hpp"
 
 #include "comm/staging.hpp"
-#if TRIDENT_HAVE_CUDA
-#include "cuda/cuda_kernels.hpp"
-#endif
+#include "cuda_module.hpp"
 
 namespace trident {
 namespace {
@@ -106,12 +104,10 @@ ParallelMesh::ParallelMesh(MPI_Comm world, const MeshConfig& mesh, MpiWait wait)
 }
 
 void ParallelMesh::connect_tensors(Comm comm, Kernels& kernels) {
-  void* stream = nullptr;
-#if TRIDENT_HAVE_CUDA
-  stream = cuda::native_stream(kernels);
-#else
-  (void)kernels;
-#endif
+  // GPU Kernels come from the CUDA module: while it is not loaded, these are host Kernels (and a CPU
+  // run does not load it to learn that).
+  CudaModule* cuda = loaded_cuda_module();
+  void* stream = cuda ? cuda->native_stream(kernels) : nullptr;
   if (!stream) {  // host memory: every group keeps MPI
     TRIDENT_CHECK(comm == Comm::Mpi, "runtime.comm = \"nccl\" needs runtime.backend = \"cuda\"");
     return;
@@ -121,11 +117,11 @@ void ParallelMesh::connect_tensors(Comm comm, Kernels& kernels) {
     if (comm == Comm::Nccl)
       g->use_nccl(stream, /*point_to_point=*/g == pp_.get());
     else
-      g->use_staging(make_cuda_copies(stream));
+      g->use_staging(cuda->make_copies(stream));
   }
   // The world group carries host values only; no NCCL communicator over every rank is made for it
   // (its set-up costs grow with the job), and a tensor sent through it would be staged.
-  world_.use_staging(make_cuda_copies(stream));
+  world_.use_staging(cuda->make_copies(stream));
 }
 
 std::string ParallelMesh::describe() {

@@ -18,11 +18,9 @@
 //
 // A hung operation or an asynchronous NCCL error ends the job through the watchdog (comm/watchdog.hpp),
 // which aborts the communicators first. The unique id travels over MPI: no shared file system or TCP
-// store. CUDA builds only; elsewhere the constructor throws a clear error.
-#include <mpi.h>
-
+// store. Implemented in the CUDA module (kernels/cuda/nccl_comm.cpp): cuda_module().make_nccl makes
+// one, and throws a clear error in a build without CUDA.
 #include <cstdint>
-#include <memory>
 
 #include "comm/group.hpp"
 
@@ -30,31 +28,24 @@ namespace trident {
 
 class NcclComm {
  public:
-  // Collective over `comm` (the owner's MPI communicator): group rank 0 creates the unique id and
-  // broadcasts it over MPI. compute_stream: the cudaStream_t the backend's kernels run on.
-  // point_to_point: make the channels to and from the neighbouring group ranks (r - 1, r + 1).
-  NcclComm(MPI_Comm comm, void* compute_stream, const Group& owner, bool point_to_point);
-  ~NcclComm();
-  NcclComm(const NcclComm&) = delete;
-  NcclComm& operator=(const NcclComm&) = delete;
+  // Made collectively over the owner's MPI communicator: group rank 0 creates the unique id and
+  // broadcasts it over MPI. The compute stream is the cudaStream_t the backend's kernels run on;
+  // point_to_point makes the channels to and from the neighbouring group ranks (r - 1, r + 1).
+  virtual ~NcclComm() = default;
 
   // Each queues the operation after the compute stream's work so far and returns the slot of its
   // completion. dtype: 0 float, 1 double, 2 int32, 3 int64.
-  int all_reduce(void* data, int64_t n, int dtype, ReduceOp op);
-  int reduce_scatter(const void* send, void* recv, int64_t recv_count, int dtype);
-  int all_gather(const void* send, void* recv, int64_t send_count, int dtype);
-  int broadcast(void* data, int64_t n, int dtype, int root);  // in place
-  int reduce(void* data, int64_t n, int dtype, int root);     // sum into root's data, in place
-  int send(const void* data, int64_t n, int dtype, int peer);
-  int recv(void* data, int64_t n, int dtype, int peer);
+  virtual int all_reduce(void* data, int64_t n, int dtype, ReduceOp op) = 0;
+  virtual int reduce_scatter(const void* send, void* recv, int64_t recv_count, int dtype) = 0;
+  virtual int all_gather(const void* send, void* recv, int64_t send_count, int dtype) = 0;
+  virtual int broadcast(void* data, int64_t n, int dtype, int root) = 0;  // in place
+  virtual int reduce(void* data, int64_t n, int dtype, int root) = 0;     // sum into root's data, in place
+  virtual int send(const void* data, int64_t n, int dtype, int peer) = 0;
+  virtual int recv(void* data, int64_t n, int dtype, int peer) = 0;
   // The compute stream waits for the slot's operation; the slot is free again.
-  void wait(int slot);
+  virtual void wait(int slot) = 0;
   // The slot's operation has completed on the device (the slot stays taken until wait).
-  bool done(int slot);
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  virtual bool done(int slot) = 0;
 };
 
 }  // namespace trident

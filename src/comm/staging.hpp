@@ -9,8 +9,9 @@
 
 namespace trident {
 
-// Copies between the compute backend's memory and page-locked host memory (comm/cuda_copies.cpp on a
-// GPU; tests substitute plain host memory to check the staging logic without one).
+// Copies between the compute backend's memory and page-locked host memory (the CUDA module's
+// kernels/cuda/cuda_copies.cpp on a GPU, made by cuda_module().make_copies; tests substitute plain
+// host memory to check the staging logic without one).
 class DeviceCopies {
  public:
   virtual ~DeviceCopies() = default;
@@ -20,9 +21,6 @@ class DeviceCopies {
   virtual void to_host(void* host, const void* device, int64_t bytes) = 0;
   virtual void to_device(void* device, const void* host, int64_t bytes) = 0;
 };
-
-// The copies for the CUDA stream `compute_stream` (a cudaStream_t); a clear error in a build without CUDA.
-std::unique_ptr<DeviceCopies> make_cuda_copies(void* compute_stream);
 
 // Page-locked buffers reused across transfers, and the transfers in flight. One per group; used from
 // the thread that runs the group's operations.

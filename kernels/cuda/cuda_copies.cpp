@@ -1,12 +1,12 @@
 // DeviceCopies on a CUDA stream: page-locked buffers from cudaMallocHost; each copy is queued on the
 // compute stream (so it follows the kernels that produced the data) and waited for.
-#include "comm/staging.hpp"
-#include "core/error.hpp"
-
-#if TRIDENT_HAVE_CUDA
 #include <cuda_runtime.h>
 
-namespace trident {
+#include "comm/staging.hpp"
+#include "core/error.hpp"
+#include "cuda/module_parts.hpp"
+
+namespace trident::cuda {
 namespace {
 
 void check(cudaError_t rc, const char* what) {
@@ -39,19 +39,9 @@ class CudaCopies final : public DeviceCopies {
 
 }  // namespace
 
-std::unique_ptr<DeviceCopies> make_cuda_copies(void* compute_stream) {
+std::unique_ptr<DeviceCopies> make_copies(void* compute_stream) {
   TRIDENT_CHECK(compute_stream != nullptr, "internal: host staging needs the CUDA compute stream");
   return std::make_unique<CudaCopies>(static_cast<cudaStream_t>(compute_stream));
 }
 
-}  // namespace trident
-
-#else
-
-namespace trident {
-std::unique_ptr<DeviceCopies> make_cuda_copies(void*) {
-  throw Error("host-staged GPU communication needs a CUDA build of trident (configure with -DTRIDENT_CUDA=ON)");
-}
-}  // namespace trident
-
-#endif
+}  // namespace trident::cuda

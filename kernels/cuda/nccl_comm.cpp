@@ -1,11 +1,8 @@
+// The NCCL transport of a group (comm/nccl.hpp) on the CUDA module's streams.
 #include "comm/nccl.hpp"
 
-#include <fmt/format.h>
-
-#include "core/error.hpp"
-
-#if TRIDENT_HAVE_CUDA
 #include <cuda_runtime.h>
+#include <fmt/format.h>
 #include <nccl.h>
 
 #include <atomic>
@@ -16,6 +13,8 @@
 #include <vector>
 
 #include "comm/watchdog.hpp"
+#include "core/error.hpp"
+#include "cuda/module_parts.hpp"
 
 #define TRIDENT_NCCL(call)                                                                              \
   do {                                                                                                  \
@@ -30,7 +29,7 @@
                   __LINE__);                                                                            \
   } while (0)
 
-namespace trident {
+namespace trident::cuda {
 namespace {
 
 ncclDataType_t dtype_of(int d) {
@@ -38,9 +37,7 @@ ncclDataType_t dtype_of(int d) {
   return types[d];
 }
 
-}  // namespace
-
-struct NcclComm::Impl final : watchdog::DeviceWork {
+struct NcclState final : watchdog::DeviceWork {
   // A slot is taken from its operation's call to its wait, and watched (by the monitor) from its issue
   // to its completion on the device, which may come after the wait: a waited slot is reused only once
   // its event has completed.
@@ -86,15 +83,15 @@ struct NcclComm::Impl final : watchdog::DeviceWork {
   std::atomic<const char*> in_call{""};
 
   struct InCall {
-    Impl& m;
-    InCall(Impl& impl, const char* operation) : m(impl) {
+    NcclState& m;
+    InCall(NcclState& impl, const char* operation) : m(impl) {
       m.in_call = operation;
       m.in_call_since = watchdog::now_s();
     }
     ~InCall() { m.in_call_since = 0; }
   };
 
-  Impl(const Group& g, cudaStream_t c) : owner(g), compute(c) {}
+  NcclState(const Group& g, cudaStream_t c) : owner(g), compute(c) {}
 
   // ---- called with the mutex held ----
   bool completed(const Slot& s) {
@@ -250,8 +247,26 @@ struct NcclComm::Impl final : watchdog::DeviceWork {
   }
 };
 
-NcclComm::NcclComm(MPI_Comm comm, void* compute_stream, const Group& owner, bool point_to_point)
-    : impl_(std::make_unique<Impl>(owner, static_cast<cudaStream_t>(compute_stream))) {
+class CudaNcclComm final : public NcclComm {
+ public:
+  CudaNcclComm(MPI_Comm comm, void* compute_stream, const Group& owner, bool point_to_point);
+  ~CudaNcclComm() override;
+  int all_reduce(void* data, int64_t n, int dtype, ReduceOp op) override;
+  int reduce_scatter(const void* send, void* recv, int64_t recv_count, int dtype) override;
+  int all_gather(const void* send, void* recv, int64_t send_count, int dtype) override;
+  int broadcast(void* data, int64_t n, int dtype, int root) override;
+  int reduce(void* data, int64_t n, int dtype, int root) override;
+  int send(const void* data, int64_t n, int dtype, int peer) override;
+  int recv(void* data, int64_t n, int dtype, int peer) override;
+  void wait(int slot) override;
+  bool done(int slot) override;
+
+ private:
+  std::unique_ptr<NcclState> impl_;
+};
+
+CudaNcclComm::CudaNcclComm(MPI_Comm comm, void* compute_stream, const Group& owner, bool point_to_point)
+    : impl_(std::make_unique<NcclState>(owner, static_cast<cudaStream_t>(compute_stream))) {
   TRIDENT_CHECK(compute_stream != nullptr, "internal: NCCL for group '{}' without the CUDA compute stream",
                 owner.name());
   int rank = 0, size = 1;
@@ -269,9 +284,9 @@ NcclComm::NcclComm(MPI_Comm comm, void* compute_stream, const Group& owner, bool
   watchdog::add_device_work(impl_.get());
 }
 
-NcclComm::~NcclComm() {
+CudaNcclComm::~CudaNcclComm() {
   watchdog::remove_device_work(impl_.get());
-  Impl& m = *impl_;
+  NcclState& m = *impl_;
   if (m.comm) {
     try {
       m.issue_to_self();
@@ -291,82 +306,61 @@ NcclComm::~NcclComm() {
   if (m.stream) cudaStreamDestroy(m.stream);
 }
 
-int NcclComm::all_reduce(void* data, int64_t n, int dtype, ReduceOp op) {
-  Impl& m = *impl_;
+int CudaNcclComm::all_reduce(void* data, int64_t n, int dtype, ReduceOp op) {
+  NcclState& m = *impl_;
   return m.collective("all_reduce", [&] {
     return ncclAllReduce(data, data, size_t(n), dtype_of(dtype), op == ReduceOp::Sum ? ncclSum : ncclMax, m.comm,
                          m.stream);
   });
 }
-int NcclComm::reduce_scatter(const void* send, void* recv, int64_t recv_count, int dtype) {
-  Impl& m = *impl_;
+int CudaNcclComm::reduce_scatter(const void* send, void* recv, int64_t recv_count, int dtype) {
+  NcclState& m = *impl_;
   return m.collective("reduce_scatter", [&] {
     return ncclReduceScatter(send, recv, size_t(recv_count), dtype_of(dtype), ncclSum, m.comm, m.stream);
   });
 }
-int NcclComm::all_gather(const void* send, void* recv, int64_t send_count, int dtype) {
-  Impl& m = *impl_;
+int CudaNcclComm::all_gather(const void* send, void* recv, int64_t send_count, int dtype) {
+  NcclState& m = *impl_;
   return m.collective("all_gather",
                       [&] { return ncclAllGather(send, recv, size_t(send_count), dtype_of(dtype), m.comm, m.stream); });
 }
-int NcclComm::broadcast(void* data, int64_t n, int dtype, int root) {
-  Impl& m = *impl_;
+int CudaNcclComm::broadcast(void* data, int64_t n, int dtype, int root) {
+  NcclState& m = *impl_;
   return m.collective("broadcast",
                       [&] { return ncclBroadcast(data, data, size_t(n), dtype_of(dtype), root, m.comm, m.stream); });
 }
-int NcclComm::reduce(void* data, int64_t n, int dtype, int root) {
-  Impl& m = *impl_;
+int CudaNcclComm::reduce(void* data, int64_t n, int dtype, int root) {
+  NcclState& m = *impl_;
   return m.collective("reduce",
                       [&] { return ncclReduce(data, data, size_t(n), dtype_of(dtype), ncclSum, root, m.comm, m.stream); });
 }
-int NcclComm::send(const void* data, int64_t n, int dtype, int peer) {
+int CudaNcclComm::send(const void* data, int64_t n, int dtype, int peer) {
   return impl_->point_to_point(true, const_cast<void*>(data), n, dtype, peer);
 }
-int NcclComm::recv(void* data, int64_t n, int dtype, int peer) {
+int CudaNcclComm::recv(void* data, int64_t n, int dtype, int peer) {
   return impl_->point_to_point(false, data, n, dtype, peer);
 }
 
-void NcclComm::wait(int slot) {
-  Impl& m = *impl_;
+void CudaNcclComm::wait(int slot) {
+  NcclState& m = *impl_;
   std::lock_guard lock(m.mutex);
   if (!m.slots.at(size_t(slot)).issued) m.issue_to_self();
-  Impl::Slot& s = m.slots.at(size_t(slot));
+  NcclState::Slot& s = m.slots.at(size_t(slot));
   TRIDENT_CUDA(cudaStreamWaitEvent(m.compute, s.done, 0));
   s.busy = false;
 }
 
-bool NcclComm::done(int slot) {
-  Impl& m = *impl_;
+bool CudaNcclComm::done(int slot) {
+  NcclState& m = *impl_;
   std::lock_guard lock(m.mutex);
   if (!m.slots.at(size_t(slot)).issued) m.issue_to_self();
   return m.completed(m.slots.at(size_t(slot)));
 }
 
-}  // namespace trident
-
-#else  // no CUDA in this build
-
-namespace trident {
-
-struct NcclComm::Impl {};
-
-namespace {
-[[noreturn]] void no_cuda() {
-  throw Error("runtime.comm = \"nccl\" needs a CUDA build of trident (configure with -DTRIDENT_CUDA=ON)");
-}
 }  // namespace
 
-NcclComm::NcclComm(MPI_Comm, void*, const Group&, bool) { no_cuda(); }
-NcclComm::~NcclComm() = default;
-int NcclComm::all_reduce(void*, int64_t, int, ReduceOp) { no_cuda(); }
-int NcclComm::reduce_scatter(const void*, void*, int64_t, int) { no_cuda(); }
-int NcclComm::all_gather(const void*, void*, int64_t, int) { no_cuda(); }
-int NcclComm::broadcast(void*, int64_t, int, int) { no_cuda(); }
-int NcclComm::reduce(void*, int64_t, int, int) { no_cuda(); }
-int NcclComm::send(const void*, int64_t, int, int) { no_cuda(); }
-int NcclComm::recv(void*, int64_t, int, int) { no_cuda(); }
-void NcclComm::wait(int) { no_cuda(); }
-bool NcclComm::done(int) { no_cuda(); }
+std::unique_ptr<NcclComm> make_nccl(MPI_Comm comm, void* compute_stream, const Group& owner, bool point_to_point) {
+  return std::make_unique<CudaNcclComm>(comm, compute_stream, owner, point_to_point);
+}
 
-}  // namespace trident
-#endif
+}  // namespace trident::cuda
