@@ -49,9 +49,10 @@ INSTANTIATE_TEST_SUITE_P(Launch, TruncatedData, ::testing::Values(0, 1, 2), [](c
   return info.param == 0 ? std::string("singleton") : "np" + std::to_string(info.param);
 });
 
-// The stop handlers are in place before any shared library is initialised (OpenBLAS and the CUDA
-// libraries take about 0.1 s, in which a launcher's SIGTERM or SIGUSR1 killed a rank outright: exit 15
-// or 10). A preloaded library's constructor, which runs in that phase, reports what it finds.
+// The stop handlers are in place before any shared library is initialised (the libraries' start-up,
+// about 0.1 s while the CUDA libraries were linked, is when a launcher's SIGTERM or SIGUSR1 killed a
+// rank outright: exit 15 or 10). A preloaded library's constructor, which runs in that phase, reports
+// what it finds.
 TEST(Signals, StopHandlersAreInstalledBeforeTheLibrariesStart) {
   const std::string dir = make_temp_dir("trident-preinit");
   std::string out;
