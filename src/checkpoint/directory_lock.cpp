@@ -55,9 +55,10 @@ std::string utc_now() {
 
 LockOwner this_run() {
   LockOwner o;
-  if (const auto job = slurm_job()) {
-    o.job = job->array_task_id.empty() ? job->job_id : job->job_id + "_" + job->array_task_id;
-    o.restart = job->restart_count;
+  if (slurm_job()) {  // outside Slurm the run id is a time and pid: the lock names those itself
+    const RunIdentity run = run_identity();
+    o.job = run.run_id;
+    o.restart = run.restart;
   }
   o.host = host_name();
   o.pid = long(::getpid());
