@@ -20,9 +20,15 @@ say "job ended $(/usr/bin/python3 -c "print(f'{$t1 - $t0:.1f}')") s after kill -
 [[ $(job_state "$id") == FAILED ]] || fail "job ended $(job_state "$id"), expected FAILED"
 [[ $(job_field "$id" Restarts) == 0 ]] || fail "a killed job must not be requeued"
 [[ -z $(rank_pids "$WORK/victim.jsonl") ]] || fail "ranks left running"
+# The kill may land between a checkpoint's rename and the update of `latest`: then `latest` names the
+# one before, and resume (which goes by the files) takes the newest complete file. Both must verify.
+newest=$(ls ckpt/step_*.h5 | sort | tail -n1)
+"$TRIDENT" ckpt verify "$newest" || fail "the newest checkpoint $newest does not verify"
 latest=ckpt/$(cat ckpt/latest)
-"$TRIDENT" ckpt verify "$latest" || fail "the newest checkpoint $latest does not verify"
-step=$((10#$(basename "$latest" .h5 | sed 's/step_//')))
+[[ $latest == "$newest" || $latest == $(ls ckpt/step_*.h5 | sort | tail -n2 | head -n1) ]] ||
+  fail "latest names $latest, neither the newest checkpoint $newest nor the one before"
+"$TRIDENT" ckpt verify "$latest" || fail "the checkpoint named by latest, $latest, does not verify"
+step=$((10#$(basename "$newest" .h5 | sed 's/step_//')))
 id2=$(submit resumed -N2 --ntasks-per-node=1 -- deck.toml --set train.steps=$((step + 5)) --set checkpoint.dir=ckpt)
 wait_job_gone "$id2" 120
 [[ $(job_state "$id2") == COMPLETED ]] || fail "resubmitted job ended $(job_state "$id2")"
