@@ -1,6 +1,8 @@
 #include "app/cli.hpp"
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <mpi.h>
 
 #include <iostream>
@@ -13,6 +15,7 @@
 #include "core/fault_injection.hpp"
 #include "core/log.hpp"
 #include "core/mpi_start.hpp"
+#include "deck/toml_text.hpp"
 #include "planner/plan_command.hpp"
 #include "train/stop_signals.hpp"
 #include "trident_version.hpp"
@@ -35,6 +38,33 @@ void add_deck_args(CLI::App* cmd, DeckArgs& args) {
       ->type_name("KEY=VALUE")
       ->take_last()
       ->allow_extra_args(false);
+}
+
+// The message for a command word that names no subcommand ("trident trian", "trident ckpt lsit"), or ""
+// when every command word is known. CLI11 alone says only "A subcommand is required".
+std::string unknown_command_message(CLI::App& app, int argc, char** argv) {
+  CLI::App* current = &app;
+  std::string path = "trident";
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word.empty() || word[0] == '-') continue;  // the options of trident itself take no value
+    const auto subcommands = current->get_subcommands([](CLI::App*) { return true; });
+    if (subcommands.empty()) return "";
+    std::vector<std::string> names;
+    CLI::App* found = nullptr;
+    for (CLI::App* sub : subcommands) {
+      names.push_back(sub->get_name());
+      if (sub->get_name() == word) found = sub;
+    }
+    if (!found) {
+      const std::string close = closest_match(word, names, /*prefixes=*/true);
+      return fmt::format("'{}' is not a `{}` command{} (commands: {}; `{} --help` describes them)", word, path,
+                         close.empty() ? "" : fmt::format("; did you mean '{}'?", close), fmt::join(names, ", "), path);
+    }
+    current = found;
+    path += " " + word;
+  }
+  return "";
 }
 
 int parse_and_run(int argc, char** argv) {
@@ -69,12 +99,17 @@ int parse_and_run(int argc, char** argv) {
     if (world_rank() == 0) std::cout << deck_reference_markdown();
   });
 
+  const std::string unknown = unknown_command_message(app, argc, argv);
+  if (!unknown.empty()) {
+    if (world_rank() == 0) log::error("{}", unknown);
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // Usage errors and --help: one rank prints, every rank exits with the same code.
-    if (world_rank() == 0) return app.exit(e);
-    return e.get_exit_code();
+    // --help and --version exit 0; a usage error exits 2, as every other user error. One rank prints.
+    if (world_rank() == 0) app.exit(e);
+    return e.get_exit_code() == 0 ? 0 : 2;
   }
   return rc;
 }

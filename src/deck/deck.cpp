@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "deck/key_suggestions.hpp"
 #include "deck/schema.hpp"
 #include "deck/toml_text.hpp"
 
@@ -150,8 +151,9 @@ class DeckReader {
         const std::string key(kname.str());
         if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
         const std::string at = override_text_.count(sec + "." + key) ? where(sec, key) : key_location(kname, knode);
+        const std::string meant = deck::suggest_key(sec, key);
         throw Error(fmt::format("{}: unknown key '{}' in [{}]{} (keys of [{}]: {})", at, key, sec,
-                                suggestion(key, keys, "'", "'"), sec, fmt::join(keys, ", ")));
+                                meant.empty() ? "" : "; did you mean " + meant + "?", sec, fmt::join(keys, ", ")));
       }
     }
   }

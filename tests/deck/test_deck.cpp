@@ -19,6 +19,7 @@
 #include "core/error.hpp"
 #include "core/config.hpp"
 #include "deck/deck.hpp"
+#include "deck/key_suggestions.hpp"
 #include "deck/schema.hpp"
 #include "trident_version.hpp"
 
@@ -152,6 +153,21 @@ std::vector<BadDeck> bad_decks() {
        "deck.toml:2:1: unknown key 'TP' in [mesh]; did you mean 'tp'? (keys of [mesh]: " + kMeshKeys + ")"},
       {"UnknownKeyNoSuggestion", "[train]\nbatch_size_tokens = 4\n", {}, 0,
        "deck.toml:2:1: unknown key 'batch_size_tokens' in [train] (keys of [train]: " + kTrainKeys + ")"},
+      // Other tools' names (nanoGPT, Megatron-LM, Hugging Face), prefixes and keys of another section.
+      {"UnknownKeyOtherToolsName", "[train]\nlearning_rate = 0.1\n", {}, 0,
+       "deck.toml:2:1: unknown key 'learning_rate' in [train]; did you mean 'lr'? (keys of [train]: " + kTrainKeys +
+           ")"},
+      {"UnknownKeyMegatronName", "[mesh]\ntensor_model_parallel_size = 2\n", {}, 0,
+       "deck.toml:2:1: unknown key 'tensor_model_parallel_size' in [mesh]; did you mean 'tp'? (keys of [mesh]: " +
+           kMeshKeys + ")"},
+      {"UnknownKeyOtherToolsNameInAnotherSection", "[train]\nn_layer = 2\n", {}, 0,
+       "deck.toml:2:1: unknown key 'n_layer' in [train]; did you mean [model] layers? (keys of [train]: " + kTrainKeys +
+           ")"},
+      {"UnknownKeyPrefix", "[train]\nwarmup = 10\n", {}, 0,
+       "deck.toml:2:1: unknown key 'warmup' in [train]; did you mean 'warmup_steps'? (keys of [train]: " + kTrainKeys +
+           ")"},
+      {"KeyOfAnotherSection", "[train]\ntp = 2\n", {}, 0,
+       "deck.toml:2:1: unknown key 'tp' in [train]; did you mean [mesh] tp? (keys of [train]: " + kTrainKeys + ")"},
       {"UnknownSectionDidYouMean", "[modle]\nlayers = 4\n", {}, 0,
        "deck.toml:1:1: unknown section [modle]; did you mean [model]? (sections: " + kSections + ")"},
       {"UnknownSectionNoSuggestion", "[optimizer]\nlr = 1.0\n", {}, 0,
@@ -247,6 +263,20 @@ INSTANTIATE_TEST_SUITE_P(Deck, BadDeckTest, ::testing::ValuesIn(bad_decks()),
 TEST(Deck, EnoughBadDecks) { EXPECT_GE(bad_decks().size(), 30u); }
 
 // An unknown section that only a --set argument names must be blamed on that argument.
+// Every other tool's name leads to a key that exists, and none shadows one of trident's own keys.
+TEST(Deck, OtherToolsNamesLeadToExistingKeys) {
+  for (const auto& [name, target] : deck::other_tools_key_names()) {
+    const auto dot = target.find('.');
+    ASSERT_NE(dot, std::string::npos) << name << " -> " << target;
+    const auto& keys = deck::schema();
+    EXPECT_TRUE(std::any_of(keys.begin(), keys.end(), [&](const deck::KeySpec& k) {
+      return k.section == target.substr(0, dot) && k.key == target.substr(dot + 1);
+    })) << name << " -> " << target << " names no key";
+    EXPECT_FALSE(std::any_of(keys.begin(), keys.end(), [&](const deck::KeySpec& k) { return k.key == name; }))
+        << name << " is a trident key itself";
+  }
+}
+
 TEST(Deck, UnknownSectionViaSetNamesTheArgument) {
   EXPECT_EQ(deck_error("", {"modle.layers=2"}),
             "--set modle.layers=2: unknown section [modle]; did you mean [model]? (sections: " + kSections + ")");
@@ -933,6 +963,24 @@ TEST(DeckCli, BadDeckExitsWithTwoAndNamesTheLine) {
   const CliRun t = run_trident("check " + dir + "/typo.toml", dir);
   EXPECT_EQ(t.rc, 2);
   EXPECT_THAT(t.out + t.err, HasSubstr(dir + "/typo.toml:2:1: unknown key 'step' in [train]; did you mean 'steps'?"));
+  fs::remove_all(dir);
+}
+
+// A mistyped command is a usage error like a bad deck: exit 2, the closest command, the list.
+TEST(DeckCli, UnknownCommandExitsWithTwoAndSuggestsTheClosest) {
+  const std::string dir = test::make_temp_dir("trident-deck-cli");
+  const CliRun r = run_trident("trian deck.toml", dir);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr("'trian' is not a `trident` command; did you mean 'train'? (commands: train, check,"));
+  const CliRun c = run_trident("ckpt lsit " + dir, dir);
+  EXPECT_EQ(c.rc, 2);
+  EXPECT_THAT(c.err, HasSubstr("'lsit' is not a `trident ckpt` command; did you mean 'list'?"));
+  const CliRun o = run_trident("check --no-such-option deck.toml", dir);  // CLI11's own usage errors
+  EXPECT_EQ(o.rc, 2);
+  EXPECT_THAT(o.out + o.err, HasSubstr("--no-such-option"));
+  const CliRun v = run_trident("--version", dir);
+  EXPECT_EQ(v.rc, 0);
+  EXPECT_THAT(v.out, HasSubstr("trident "));
   fs::remove_all(dir);
 }
 
