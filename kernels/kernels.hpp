@@ -108,6 +108,8 @@ class Kernels {
   //   3. xent_loss_grad:      losses[i] = log(sumexp[i]) + rowmax[i] - target_logit[i], and logits is
   //                           overwritten IN PLACE by dloss_scale * (softmax - onehot) (padding -> 0),
   //                           so no second [N, V] tensor is needed.
+  // A negative target marks a position that is not scored (the padding of an evaluation's last batch):
+  // its loss is 0 and its row of the gradient is 0.
   virtual void xent_row_max(float* rowmax, const float* logits, int64_t N, int64_t stride,
                             int64_t vocab_count) = 0;
   virtual void xent_sumexp_target(float* sumexp, float* target_logit, const float* logits, const float* rowmax,

@@ -91,7 +91,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // 3. losses[i] = log(sumexp) + rowmax - target_logit; logits[i, :] = dloss_scale * (softmax - onehot)
-//    in place over the whole stride, padding columns (j >= vocab_count) set to 0.
+//    in place over the whole stride, padding columns (j >= vocab_count) set to 0. A negative target:
+//    not scored, loss and gradient row 0.
 __global__ void __launch_bounds__(kThreads)
     xent_loss_grad_kernel(float* losses, float* logits, const float* rowmax, const float* sumexp,
                           const float* target_logit, const int32_t* targets, int64_t vocab_begin, float dloss_scale,
@@ -99,9 +100,10 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t i = blockIdx.x; i < N; i += gridDim.x) {
     const float m = rowmax[i], z = sumexp[i];
     const int64_t t = int64_t(targets[i]) - vocab_begin;
-    if (threadIdx.x == 0) losses[i] = float(log(double(z)) + double(m) - double(target_logit[i]));
+    const bool scored = targets[i] >= 0;
+    if (threadIdx.x == 0) losses[i] = scored ? float(log(double(z)) + double(m) - double(target_logit[i])) : 0.0f;
     transform_columns(logits + i * stride, stride, [&](int64_t j, float x) {
-      if (j >= vocab_count) return 0.0f;
+      if (j >= vocab_count || !scored) return 0.0f;
       const float p = expf(x - m) / z;
       return dloss_scale * (p - (j == t ? 1.0f : 0.0f));
     });

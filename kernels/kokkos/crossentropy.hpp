@@ -36,6 +36,7 @@ void xent_sumexp_target(const ES& space, Vec<ES> sumexp, Vec<ES> target_logit, C
 
 // 3. losses[i] = log(sumexp[i]) + rowmax[i] - target_logit[i];
 //    logits[i,j] = dloss_scale * (softmax[i,j] - [j == target]) in place, padding columns = 0.
+//    A row whose target is negative is not scored: loss 0, gradient 0.
 template <class ES>
 void xent_loss_grad(const ES& space, Vec<ES> losses, Mat<ES> logits, CVec<ES> rowmax, CVec<ES> sumexp,
                     CVec<ES> target_logit, CVec<ES, int32_t> targets, int64_t vocab_begin,
@@ -43,10 +44,12 @@ void xent_loss_grad(const ES& space, Vec<ES> losses, Mat<ES> logits, CVec<ES> ro
   const int64_t N = logits.extent(0), stride = logits.extent(1);
   Kokkos::parallel_for(
       "trident::xent_loss", Range<ES>(space, 0, N), KOKKOS_LAMBDA(int64_t i) {
-        losses(i) = float(kmath::log(double(sumexp(i))) + double(rowmax(i)) - double(target_logit(i)));
+        losses(i) = targets(i) < 0
+                        ? 0.0f
+                        : float(kmath::log(double(sumexp(i))) + double(rowmax(i)) - double(target_logit(i)));
       });
   parallel_rows("trident::xent_grad", space, N, stride, KOKKOS_LAMBDA(int64_t i, int64_t j) {
-    if (j >= vocab_count) {
+    if (j >= vocab_count || targets(i) < 0) {
       logits(i, j) = 0.0f;
       return;
     }

@@ -83,6 +83,13 @@ int parse_and_run(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   check->add_flag("--deck-only", check_args.deck_only,
                   "Validate the deck only, not whether `train` can start (data, build features)");
+  EvalArgs eval_args;
+  auto* eval = app.add_subcommand("eval", "Loss and perplexity of a checkpoint over a whole dataset");
+  add_deck_args(eval, eval_args);
+  eval->add_option("--checkpoint", eval_args.checkpoint,
+                   "Checkpoint file, or directory (its newest); default: the deck's checkpoint.dir");
+  eval->add_option("--data", eval_args.data, "Data to evaluate, in data.format; default: data.val_path");
+  eval->add_option("--json", eval_args.json, "Also write the figures to this file as JSON");
   auto* topology = app.add_subcommand("topology", "Print each rank's node and (dp, pp, tp) coordinates and every group");
   add_deck_args(topology, topo_args);
   auto* reference = app.add_subcommand("deck-reference", "Print the Markdown reference of every deck key");
@@ -94,6 +101,7 @@ int parse_and_run(int argc, char** argv) {
   int rc = 0;
   train->callback([&] { rc = run_train(train_args); });
   check->callback([&] { rc = run_check(check_args); });
+  eval->callback([&] { rc = run_eval(eval_args); });
   topology->callback([&] { rc = run_topology(topo_args); });
   reference->callback([&] {
     if (world_rank() == 0) std::cout << deck_reference_markdown();

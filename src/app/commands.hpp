@@ -22,7 +22,15 @@ struct CheckArgs : DeckArgs {
   bool deck_only = false;
 };
 
+// `eval`: the loss over the whole of `data` (default: data.val_path) of the model in `checkpoint` (a file
+// or a directory's newest; default: checkpoint.dir's newest, else model.init_from); `json`: also write
+// the figures there.
+struct EvalArgs : DeckArgs {
+  std::string checkpoint, data, json;
+};
+
 int run_train(const DeckArgs& args);
+int run_eval(const EvalArgs& args);
 int run_check(const CheckArgs& args);
 int run_topology(const DeckArgs& args);
 

@@ -70,6 +70,9 @@ struct TrainConfig {
   Precision precision = Precision::FP32;
 };
 
+// data.val_steps = "all": every whole window of the validation data once.
+constexpr int64_t kValStepsAll = 0;
+
 struct DataConfig {
   DataFormat format = DataFormat::Text;
   std::string path;
@@ -77,7 +80,7 @@ struct DataConfig {
   DataOrder order = DataOrder::Sequential;
   uint64_t seed = 1234;      // shuffle order
   int64_t val_every = 0;     // 0 = never
-  int64_t val_steps = 1;
+  int64_t val_steps = 1;     // kValStepsAll: the whole validation data
 };
 
 struct CheckpointConfig {

@@ -213,6 +213,28 @@ KeySpec mesh_dp() {
   return k;
 }
 
+// data.val_steps: an integer, or "all" (stored as 0): every whole window of the validation data once.
+KeySpec val_steps_key(int64_t big) {
+  KeySpec k = integer("data", "val_steps", &Config::data, &DataConfig::val_steps, 1, big,
+                      "Validation batches (of global_batch sequences) per evaluation; \"all\" = the whole "
+                      "validation data, every window of seq_len + 1 tokens once (the last batch padded with "
+                      "positions that are not scored).");
+  k.allowed = "\"all\" or " + k.allowed;
+  auto base = k.apply;
+  k.apply = [base](const toml::node& n, Config& c) -> std::optional<ValueError> {
+    if (n.is_string()) {
+      if (n.value<std::string>().value() != "all") return ValueError{"neither an integer nor \"all\""};
+      c.data.val_steps = kValStepsAll;
+      return std::nullopt;
+    }
+    return base(n, c);
+  };
+  k.emit = [](const Config& c) {
+    return c.data.val_steps == kValStepsAll ? std::string("\"all\"") : fmt::format("{}", c.data.val_steps);
+  };
+  return k;
+}
+
 KeySpec resume_key() {
   return text("checkpoint", "resume", &CheckpointConfig::resume, &Config::checkpoint,
               "\"auto\", \"required\", \"never\" or the path of a checkpoint",
@@ -327,8 +349,7 @@ std::vector<KeySpec> build() {
   k.push_back(integer("data", "seed", &Config::data, &DataConfig::seed, 0, big, "Seed of the shuffle order."));
   k.push_back(integer("data", "val_every", &Config::data, &DataConfig::val_every, 0, int64_t(1) << 40,
                       "Evaluate the validation loss every this many steps; 0 = never."));
-  k.push_back(integer("data", "val_steps", &Config::data, &DataConfig::val_steps, 1, big,
-                      "Validation batches (of global_batch sequences) per evaluation."));
+  k.push_back(val_steps_key(big));
   // [checkpoint]
   k.push_back(text("checkpoint", "dir", &CheckpointConfig::dir, &Config::checkpoint, "empty, or a directory path",
                    "Where checkpoints are written; empty = no checkpoints."));

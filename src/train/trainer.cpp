@@ -1,5 +1,6 @@
 #include "train/trainer.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <new>
@@ -162,12 +163,14 @@ void Trainer::initialise_parameters() {
 // DP rank r trains on samples [r*G/dp, (r+1)*G/dp) of every global batch of G samples, so the union
 // over the DP group is exactly the serial run's batch.
 void Trainer::fill_micro_batch(const BatchSampler& sampler, int64_t step0, int64_t micro_batch, int32_t* inputs,
-                               int32_t* targets) const {
+                               int32_t* targets, int64_t scored_windows) const {
   const int64_t dp_rank = mesh_ ? mesh_->coord().dp : 0;
   const int64_t T = shapes_.T;
   const int64_t first = dp_rank * (cfg_.train.global_batch / cfg_.mesh.dp) + micro_batch * cfg_.train.micro_batch;
-  for (int64_t b = 0; b < cfg_.train.micro_batch; ++b)
+  for (int64_t b = 0; b < cfg_.train.micro_batch; ++b) {
     sampler.sample(step0, first + b, inputs + b * T, targets + b * T);
+    if (step0 * cfg_.train.global_batch + first + b >= scored_windows) std::fill_n(targets + b * T, T, -1);
+  }
 }
 
 void Trainer::make_gradient_reducer() {
@@ -233,16 +236,27 @@ StepMetrics Trainer::train_step(int64_t step) {
   return m;
 }
 
-double Trainer::validation_loss() {
+double Trainer::validation_loss() { return evaluate(cfg_.data.val_steps).mean_loss(); }
+
+// The sequential sampler's window w starts at token w*T; with "all", the W = floor((size-1)/T) windows
+// that fit whole are scored once, in ceil(W/G) batches, and the last batch's samples past W (which the
+// sampler wraps to the start) are padding.
+EvalTotals Trainer::evaluate(int64_t batches) {
   TRIDENT_CHECK(data_.val_sampler, "validation asked for without data.val_path");
-  double sum = 0;
-  for (int64_t v = 0; v < cfg_.data.val_steps; ++v)
-    sum += executor_->evaluate(int(cfg_.micro_batches_per_step()), [&](int64_t mb, int32_t* inputs, int32_t* targets) {
-      fill_micro_batch(*data_.val_sampler, v, mb, inputs, targets);
-    });
-  if (mesh_ && mesh_->pp().size() > 1) mesh_->pp().broadcast_host(&sum, 1, mesh_->pp().size() - 1);
-  if (mesh_ && mesh_->dp().size() > 1) mesh_->dp().all_reduce_host(&sum, 1);
-  return sum / (double(cfg_.data.val_steps) * cfg_.train.global_batch * shapes_.T);
+  const BatchSampler& sampler = *data_.val_sampler;
+  const int64_t G = cfg_.train.global_batch;
+  EvalTotals totals;
+  totals.windows = batches == kValStepsAll ? sampler.windows_per_epoch() : batches * G;
+  totals.positions = totals.windows * shapes_.T;
+  const int64_t steps = batches == kValStepsAll ? (totals.windows + G - 1) / G : batches;
+  for (int64_t v = 0; v < steps; ++v)
+    totals.loss_sum +=
+        executor_->evaluate(int(cfg_.micro_batches_per_step()), [&](int64_t mb, int32_t* inputs, int32_t* targets) {
+          fill_micro_batch(sampler, v, mb, inputs, targets, totals.windows);
+        });
+  if (mesh_ && mesh_->pp().size() > 1) mesh_->pp().broadcast_host(&totals.loss_sum, 1, mesh_->pp().size() - 1);
+  if (mesh_ && mesh_->dp().size() > 1) mesh_->dp().all_reduce_host(&totals.loss_sum, 1);
+  return totals;
 }
 
 OutputFailure Trainer::write_trace() const {

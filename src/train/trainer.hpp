@@ -5,6 +5,7 @@
 // reductions; global-norm clipping across TP and PP; AdamW with the LR schedule; validation; and the
 // per-step log line, metrics and (runtime.trace) timeline.
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -26,6 +27,14 @@ namespace trident {
 class TrainingCheckpoints;
 class StopSignals;
 
+// An evaluation's loss summed over the positions it scored (windows x seq_len of them).
+struct EvalTotals {
+  double loss_sum = 0;
+  int64_t windows = 0;
+  int64_t positions = 0;
+  double mean_loss() const { return loss_sum / double(positions); }
+};
+
 class Trainer {
  public:
   // Builds this rank's chunks (init_from or seeded init; its shard of them), optimizers and data
@@ -44,8 +53,11 @@ class Trainer {
   // One optimizer step (1-based): the loss is that of the step's batch before its update, the same
   // on every rank.
   StepMetrics train_step(int64_t step);
-  // Mean loss over data.val_steps validation batches.
+  // Mean loss over data.val_steps validation batches (the whole validation data for "all").
   double validation_loss();
+  // The loss summed over `batches` validation batches, or with batches = kValStepsAll over every whole
+  // window of the validation data once (the last batch's padding is not scored); the same on every rank.
+  EvalTotals evaluate(int64_t batches);
 
   // This rank's chunks (local chunk c is global chunk c*pp + stage) and their optimizers (each over
   // this rank's ZeRO range of its chunk: the whole chunk without ZeRO).
@@ -67,8 +79,10 @@ class Trainer {
   MemoryAccount memory_account() const;
 
  private:
+  // Samples at or past `scored_windows` (counted over the whole run of batches) get targets of -1: not
+  // scored.
   void fill_micro_batch(const BatchSampler& sampler, int64_t step0, int64_t micro_batch, int32_t* inputs,
-                        int32_t* targets) const;
+                        int32_t* targets, int64_t scored_windows = INT64_MAX) const;
   // The DP gradient reducer, and the first elements of each chunk it must leave to reduce_deferred().
   void make_gradient_reducer();
   // This rank's chunks from the counter-based initialisation or model.init_from, slice by slice.

@@ -376,7 +376,7 @@ std::vector<KeyRow> key_rows() {
       {"data", "seed", "integer", "1234", "1234", "an integer in [0, 2147483647]", "0", "-1", kBig, kBigBad, {}},
       {"data", "val_every", "integer", "0", "0", "an integer in [0, 1099511627776]", "0", "-1", k2p40, k2p40Bad,
        {"data.val_path=v.txt"}},
-      {"data", "val_steps", "integer", "1", "1", "an integer in [1, 2147483647]", "1", "0", kBig, kBigBad, {}},
+      {"data", "val_steps", "integer", "1", "1", "\"all\" or an integer in [1, 2147483647]", "1", "0", kBig, kBigBad, {}},
       {"checkpoint", "dir", "string", "\"\"", "\"\"", "empty, or a directory path", "", "", "", "", {}},
       {"checkpoint", "every_steps", "integer", "0", "0", "an integer in [0, 1099511627776]", "0", "-1", k2p40, k2p40Bad,
        {"checkpoint.dir=ckpt"}},
@@ -583,6 +583,17 @@ TEST(DeckMesh, AutoDpIsWorldOverTpTimesPp) {
             "deck.toml:2:6: [mesh] dp = \"auto\" needs the number of ranks: run under mpiexec/srun, or `trident check "
             "--ranks N`");
   EXPECT_THAT(deck_error("[mesh]\ndp = \"many\"\n"), HasSubstr("neither an integer nor \"auto\""));
+}
+
+// data.val_steps = "all": the whole validation data, written back as "all".
+TEST(Deck, ValStepsAll) {
+  const Config c = parse("[data]\nval_steps = \"all\"\n");
+  EXPECT_EQ(c.data.val_steps, kValStepsAll);
+  EXPECT_EQ(toml::parse(c.resolved_toml)["data"]["val_steps"].value<std::string>(), "all");
+  EXPECT_EQ(parse("", {"data.val_steps=all"}).data.val_steps, kValStepsAll);
+  EXPECT_EQ(deck_error("[data]\nval_steps = \"every\"\n"),
+            "deck.toml:2:13: [data] val_steps = 'every': neither an integer nor \"all\"; allowed: \"all\" or an "
+            "integer in [1, 2147483647]");
 }
 
 // ---------------------------------------------------------------------------------------------------

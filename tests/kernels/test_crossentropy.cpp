@@ -54,6 +54,25 @@ TEST_P(XentTest, LossAndGradientMatchReference) {
   for (int64_t i = 0; i < N; ++i) EXPECT_EQ(r.target_logit[i], logits[i * V + targets[i]]);
 }
 
+// A negative target (an evaluation's padding): loss 0 and a zero gradient row; the other rows as
+// without it, bit for bit.
+TEST_P(XentTest, NegativeTargetsAreNotScored) {
+  const int64_t N = 4, V = 11;
+  const VecF logits = random_vec(N * V, 82, -3.0f, 3.0f);
+  const std::vector<int32_t> all = {3, 0, 10, 7}, masked = {3, -1, 10, -1};
+  const Result a = run(logits, all, N, V, V, 0.25f);
+  const Result b = run(logits, masked, N, V, V, 0.25f);
+  for (int64_t i = 0; i < N; ++i) {
+    if (masked[i] < 0) {
+      EXPECT_EQ(b.losses[i], 0.0f) << i;
+      for (int64_t j = 0; j < V; ++j) ASSERT_EQ(b.grad[i * V + j], 0.0f) << i << "," << j;
+    } else {
+      EXPECT_EQ(b.losses[i], a.losses[i]) << i;
+      for (int64_t j = 0; j < V; ++j) ASSERT_EQ(b.grad[i * V + j], a.grad[i * V + j]) << i << "," << j;
+    }
+  }
+}
+
 TEST_P(XentTest, PaddingColumnsAreIgnoredAndGetZeroGradient) {
   const int64_t N = 4, V = 11, S = 16;
   const VecF logits = random_vec(N * V, 81, -3.0f, 3.0f);

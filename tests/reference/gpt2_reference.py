@@ -22,6 +22,8 @@ Subcommands (every output is also summarised as JSON on stdout):
   make-data     a random-but-learnable llm.c token shard
   grads         loss and every parameter gradient of one batch, in float64 (and float32 for scale)
   train         N AdamW steps with warm-up + decay schedule, gradient accumulation and clipping
+  evaluate      the mean loss over a whole token file: every window of T+1 tokens starting at w*T that
+                fits (w < floor((n-1)/T)), once, in float64
   compare       two safetensors files hold the same tensors, bit for bit (export round trip)
   selftest      the reference against torch's own ops and a naive per-head, per-position attention
 """
@@ -272,6 +274,22 @@ def cmd_grads(a):
     print(json.dumps(result))
 
 
+def cmd_evaluate(a):
+    with torch.no_grad():
+        P, d = load_params(a.weights, torch.float64, a.heads)
+        tokens = read_llmc(a.data)
+        windows = (len(tokens) - 1) // d.T
+        total = 0.0
+        for first in range(0, windows, 16):
+            starts = np.arange(first, min(first + 16, windows)) * d.T
+            rows = np.stack([tokens[s:s + d.T + 1] for s in starts])
+            x, y = torch.tensor(rows[:, :-1]), torch.tensor(rows[:, 1:])
+            total += float(forward(P, d, x, y))
+    positions = windows * d.T
+    print(json.dumps({"loss": total / positions, "windows": windows, "positions": positions,
+                      "tokens_not_scored": len(tokens) - 1 - positions}))
+
+
 def learning_rate(step, a):
     """Step counts from 1: linear warm-up to lr over warmup steps, then constant or a cosine / linear
     decay reaching min_lr at the last step."""
@@ -472,6 +490,11 @@ def main():
     t.add_argument("--out-weights")
     t.add_argument("--json")
 
+    e = sub.add_parser("evaluate")
+    e.add_argument("--weights", required=True)
+    e.add_argument("--data", required=True)
+    e.add_argument("--heads", type=int, required=True)
+
     c = sub.add_parser("compare")
     c.add_argument("expected")
     c.add_argument("actual")
@@ -481,7 +504,7 @@ def main():
     a = ap.parse_args()
     torch.manual_seed(0)
     fn = {"make-weights": cmd_make_weights, "make-data": cmd_make_data, "grads": cmd_grads,
-          "train": cmd_train, "compare": cmd_compare,
+          "train": cmd_train, "evaluate": cmd_evaluate, "compare": cmd_compare,
           "selftest": cmd_selftest}[a.cmd]
     return fn(a) or 0
 

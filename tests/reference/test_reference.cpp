@@ -320,6 +320,45 @@ void check_export_round_trip(const Spec& s) {
 TEST_F(Reference, ExportRoundTripTied) { check_export_round_trip(kPrimePadded); }
 TEST_F(Reference, ExportRoundTripUntiedPadded) { check_export_round_trip(kUntied); }
 
+// `trident eval` over a whole token file against the reference's float64 loss over every whole window,
+// serially and on 2 and 4 ranks (dp 2; tp 2 x pp 2): the same windows are scored whatever the layout,
+// and the last batch's padding is not. 6000 tokens in windows of 32: 187 windows, 15 tokens left over;
+// global batch 8: 24 batches, the last holding 3 windows and 5 of padding. Tolerance: kLossTol, as for
+// one batch (the mean over 187 windows of float32 losses summed in double).
+TEST_F(Reference, WholeFileEvaluationMatchesReferenceOnEveryLayout) {
+  const Spec s = kPrimePadded;
+  const std::string tokens = data(s.V);
+  const json ref = python(fmt::format("evaluate --weights {} --data {} --heads {}", weights(s), tokens, s.NH));
+  ASSERT_EQ(ref.at("windows").get<int64_t>(), 187);
+  ASSERT_NE(ref.at("windows").get<int64_t>() % 8, 0) << "the last batch must hold padding";
+  const std::string deck = path("eval.toml");
+  test::write_file(deck, model_deck(s, "none") + fmt::format("micro_batch = 2\nglobal_batch = 8\n[data]\nformat = "
+                                                             "\"llmc\"\npath = \"{}\"\n",
+                                                             tokens));
+  const std::vector<std::pair<int, std::string>> layouts = {
+      {1, ""}, {2, "--set mesh.dp=2"}, {4, "--set mesh.tp=2 --set mesh.pp=2"}};
+  for (const auto& [np, sets] : layouts) {
+    SCOPED_TRACE(fmt::format("{} rank(s) {}", np, sets));
+    const std::string out = path(fmt::format("eval_np{}.json", np));
+    std::string log;
+    const std::string cmd = fmt::format("{} OPENBLAS_NUM_THREADS=1 timeout -k 5 300 {} -n {} {} eval {} --data {} "
+                                        "--json {} {}",
+                                        test::without_parent_mpi_env(), test::local_mpiexec(), np,
+                                        test::trident_binary(), deck, tokens, out, sets);
+    ASSERT_EQ(test::run_command(cmd, &log), 0) << cmd << "\n" << log;
+    std::ifstream f(out);
+    const json r = json::parse(f);
+    EXPECT_EQ(r.at("windows"), ref.at("windows"));
+    EXPECT_EQ(r.at("positions"), ref.at("positions"));
+    EXPECT_EQ(r.at("tokens_not_scored"), ref.at("tokens_not_scored"));
+    const double loss = r.at("loss").get<double>(), ref_loss = ref.at("loss").get<double>();
+    EXPECT_LE(std::abs(loss - ref_loss) / ref_loss, kLossTol) << loss << " vs reference " << ref_loss;
+    EXPECT_NEAR(r.at("perplexity").get<double>(), std::exp(ref_loss), 1e-4 * std::exp(ref_loss));
+    std::printf("[reference] eval on %d rank(s): loss %.8f (ref %.8f), %lld windows\n", np, loss, ref_loss,
+                (long long)r.at("windows").get<int64_t>());
+  }
+}
+
 // 10 AdamW steps: warm-up then cosine decay, 4 micro-batches per step, clipping on the first steps.
 TEST_F(Reference, TenAdamWStepsWithWarmupClippingAndAccumulation) {
   const Spec s = kPrimePadded;
