@@ -116,8 +116,9 @@ BpeVocabulary parse_vocab_and_merges(std::string_view vocab_json, const std::str
 }
 
 BpeVocabulary read_vocab_and_merges(const std::string& vocab_json_path, const std::string& merges_path) {
-  return parse_vocab_and_merges(read_small_file(vocab_json_path, kMaxTokenizerFileBytes), vocab_json_path,
-                                read_small_file(merges_path, kMaxTokenizerFileBytes), merges_path);
+  const std::string vocab = read_small_file(vocab_json_path, kMaxTokenizerFileBytes);  // (read first: the first
+  const std::string merges = read_small_file(merges_path, kMaxTokenizerFileBytes);     //  missing file is named)
+  return parse_vocab_and_merges(vocab, vocab_json_path, merges, merges_path);
 }
 
 BpeVocabulary read_tokenizer_json(const std::string& path) {
