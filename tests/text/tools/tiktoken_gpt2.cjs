@@ -5,6 +5,7 @@
 //                                                        OUTPUT: for each non-empty text, <|endoftext|>
 //                                                        (50256) then its ids, uint32 LE (llm.c's layout)
 //   node tiktoken_gpt2.cjs NPM_DIR bench INPUT SECONDS   prints tokens/s and MB/s of encoding INPUT
+//                                                        (after one untimed pass), for SECONDS
 // NPM_DIR holds node_modules/tiktoken (scripts/install-deps.sh installs the pinned version there).
 // Text is encoded as ordinary text: "<|endoftext|>" in it is not the special token (encode_ordinary).
 "use strict";
@@ -45,6 +46,7 @@ if (mode === "encode") {
   console.log(`tiktoken ${version}: ${ids.length} tokens`);
 } else {
   const seconds = Number(arg);
+  enc.encode_ordinary(text);  // warm-up, not timed: node compiles the WebAssembly in tiers
   let tokens = 0, runs = 0;
   const start = process.hrtime.bigint();
   let elapsed = 0;
