@@ -2,6 +2,7 @@
 // (src/data/prepare.hpp). Runs on every rank of the job: `mpiexec -n N trident data prepare ...`.
 #include <mpi.h>
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 
@@ -14,11 +15,12 @@ namespace trident {
 namespace {
 
 void print_summary(const PrepareOptions& o, const PrepareSummary& s) {
+  const double seconds = std::max(s.seconds, 1e-6);
   std::cout << fmt::format(
       "summary: {} documents ({} validation, {} training), {} tokens ({} validation, {} training), {} file(s); "
       "{:.1f} MB in {:.1f} s ({:.2f} MB/s, {:.3f} M tokens/s)\n",
       s.documents, s.val_documents, s.documents - s.val_documents, s.tokens, s.val_tokens, s.tokens - s.val_tokens,
-      s.outputs.size(), s.input_bytes / 1e6, s.seconds, s.input_bytes / 1e6 / s.seconds, s.tokens / 1e6 / s.seconds);
+      s.outputs.size(), s.input_bytes / 1e6, s.seconds, s.input_bytes / 1e6 / seconds, s.tokens / 1e6 / seconds);
   std::cout << fmt::format("  skipped: {} empty document(s), {} blank JSONL line(s)\n", s.empty_documents, s.blank_lines);
   if (s.invalid_utf8_sequences > 0)
     std::cout << fmt::format("  ill-formed UTF-8: {} sequence(s) in {} document(s) replaced by U+FFFD (first: {})\n",

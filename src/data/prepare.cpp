@@ -2,6 +2,7 @@
 
 #include <glob.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -19,6 +20,7 @@ namespace trident {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr int64_t kMaxRoundBytes = int64_t(1) << 30;
 
 text::BpeVocabulary load_vocabulary(const PrepareOptions& o) {
   if (!o.tokenizer_json.empty()) return text::read_tokenizer_json(o.tokenizer_json);
@@ -198,6 +200,9 @@ PrepareSummary prepare_dataset(const PrepareOptions& o, MPI_Comm comm) {
   const auto start = Clock::now();
   DocumentScanner scanner(o.inputs, o.input_format);
   ShareTokenizer share_tokenizer(o, scanner);
+  if (o.format == PreparedFormat::llmc && share_tokenizer.vocab_size() > 65536)
+    throw Error(fmt::format("llm.c shards hold uint16 tokens: a vocabulary of {} needs --format megatron",
+                            share_tokenizer.vocab_size()));
   std::optional<SplitWriter> writer;
   if (rank == 0) writer.emplace(o, share_tokenizer.vocab_size());
 
@@ -210,7 +215,9 @@ PrepareSummary prepare_dataset(const PrepareOptions& o, MPI_Comm comm) {
   std::vector<int64_t> all_stats(static_cast<size_t>(kStats) * ranks);
   int64_t bytes_done = 0;
   auto last_progress = start;
-  while (scanner.next_batch(o.batch_bytes_per_rank * ranks, batch)) {
+  // Rank 0 holds a round's tokens (4 bytes each, about a quarter of the text's bytes): bounded.
+  const int64_t round_bytes = std::min<int64_t>(o.batch_bytes_per_rank * ranks, kMaxRoundBytes);
+  while (scanner.next_batch(round_bytes, batch)) {
     const std::vector<size_t> bounds = share_bounds(batch, ranks);
     share_tokenizer.run(batch.data() + bounds[rank], bounds[rank + 1] - bounds[rank], tokens, doc_tokens, stats);
 

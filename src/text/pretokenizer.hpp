@@ -4,8 +4,9 @@
 // (contractions, letters, numbers, other symbols each with at most one leading space, and whitespace
 // runs whose last space goes with the next word), and BPE runs inside each piece. Compiled with PCRE2
 // in UTF mode with Unicode properties (PCRE2_UCP) and JIT. \s is written out as Unicode's White_Space
-// set, which tiktoken's regex engine (Rust) uses; PCRE2 10.42's \s leaves out U+0085.
-// \p{L} and \p{N} follow PCRE2's Unicode tables (Unicode 14 in Debian 12's PCRE2 10.42).
+// set, which tiktoken's regex engine (Rust's fancy-regex) uses; PCRE2 10.42's \s (with UCP) leaves out U+0085.
+// \p{L} and \p{N} follow PCRE2's Unicode tables (Unicode 14 in Debian 12's PCRE2 10.42; tiktoken's
+// are newer, so characters assigned since then may be cut differently).
 #include <cstddef>
 #include <memory>
 #include <string_view>
