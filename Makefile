@@ -16,9 +16,10 @@ all: build
 deps:
 	./scripts/install-deps.sh
 
-# `make test` also installs what the Slurm tests (a local cluster) and the run plots need.
+# `make test` also installs what the Slurm tests (a local cluster), the run plots and the tokenizer
+# tests (node and OpenAI's tiktoken from npm, the corpus' packages) need.
 test-deps:
-	TRIDENT_WITH_SLURM=1 ./scripts/install-deps.sh
+	TRIDENT_WITH_SLURM=1 TRIDENT_WITH_TEXT_TESTS=1 ./scripts/install-deps.sh
 
 configure: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)

@@ -8,7 +8,7 @@ packages=(
   mpich libmpich-dev libhdf5-mpich-dev hdf5-tools libopenblas-dev
   libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev
   libtomlplusplus-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev
   libboost-context-dev
   python3-torch python3-numpy python3-h5py
 )
@@ -18,11 +18,37 @@ if [[ "${TRIDENT_WITH_SLURM:-0}" == 1 ]]; then
   packages+=(slurmctld slurmd slurm-client munge python3-matplotlib)
 fi
 
+# The tokenizer tests (tests/text): gettext's msgunfmt and iso-codes' translations for the test corpus,
+# node for OpenAI's tiktoken, the reference tokenizer (npm, pinned, installed below into TRIDENT_NPM_DIR).
+# `make test` asks for them (TRIDENT_WITH_TEXT_TESTS=1); without them those tests fail, saying so.
+tiktoken_version=1.0.22
+npm_dir=${TRIDENT_NPM_DIR:-$(cd "$(dirname "$0")/.." && pwd)/.cache/npm}
+if [[ "${TRIDENT_WITH_TEXT_TESTS:-0}" == 1 ]]; then
+  packages+=(gettext iso-codes)
+  # Debian's nodejs and npm, unless a node with npm is installed otherwise (e.g. NodeSource's nodejs,
+  # which holds npm and conflicts with Debian's npm package).
+  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    packages+=(nodejs npm)
+  fi
+fi
+
+# tiktoken into $npm_dir, unless that version is there already (npm needs the registry: run once online).
+install_npm_packages() {
+  [[ "${TRIDENT_WITH_TEXT_TESTS:-0}" == 1 ]] || return 0
+  local installed
+  installed=$(node -p "require('$npm_dir/node_modules/tiktoken/package.json').version" 2>/dev/null || true)
+  [[ $installed == "$tiktoken_version" ]] && return 0
+  echo "install-deps: installing tiktoken@$tiktoken_version (npm) into $npm_dir"
+  mkdir -p "$npm_dir"
+  npm install --prefix "$npm_dir" --no-save --no-audit --no-fund --loglevel=error "tiktoken@$tiktoken_version"
+}
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [[ ${#missing[@]} -eq 0 ]]; then
+  install_npm_packages
   exit 0
 fi
 
@@ -55,3 +81,4 @@ trap '[[ $made_policy == 1 ]] && rm -f "$policy"' EXIT
 if [[ -x /usr/bin/h5cc ]] && dpkg-query -W -f='${Status}' libhdf5-dev 2>/dev/null | grep -q "install ok"; then
   echo "install-deps: warning: libhdf5-dev (serial HDF5) is installed; CMake is pointed at h5pcc explicitly" >&2
 fi
+install_npm_packages

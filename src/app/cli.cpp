@@ -97,6 +97,7 @@ int parse_and_run(int argc, char** argv) {
     return load_deck(deck, overrides, DeckOptions{});
   });
   add_ckpt_command(app);
+  add_data_command(app);
 
   int rc = 0;
   train->callback([&] { rc = run_train(train_args); });

@@ -37,6 +37,9 @@ int run_topology(const DeckArgs& args);
 // `trident ckpt list|inspect|verify|export`.
 void add_ckpt_command(CLI::App& app);
 
+// `trident data prepare`.
+void add_data_command(CLI::App& app);
+
 // Loads the deck on every rank; warnings are logged once (rank 0).
 Config load_deck_logged(const DeckArgs& args, const DeckOptions& options);
 

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
 
 #include "core/regular_file.hpp"
 
@@ -28,7 +29,7 @@ int open_output(const std::string& what, const std::string& path, int flags) {
 }
 
 // Writes all of `text` at the file's current offset; the errno of the failure, or 0.
-int write_all(int fd, const std::string& text) {
+int write_all(int fd, std::string_view text) {
   size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
@@ -68,23 +69,49 @@ void RecordFile::append(const std::string& record) {
   throw OutputError(what_, path_, err);
 }
 
-void write_file_atomically(const std::string& what, const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  const int fd = open_output(what, tmp, O_TRUNC);
-  int err = write_all(fd, text);
-  if (err == 0 && ::fsync(fd) != 0) err = errno;
-  if (::close(fd) != 0 && err == 0) err = errno;
-  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
-  if (err != 0) {
-    ::unlink(tmp.c_str());
-    throw OutputError(what, path, err);
+AtomicFile::AtomicFile(std::string what, std::string path)
+    : what_(std::move(what)), path_(std::move(path)), tmp_(path_ + ".tmp"), fd_(open_output(what_, tmp_, O_TRUNC)) {}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
   }
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+}
+
+void AtomicFile::fail(int err) {
+  ::close(fd_);
+  fd_ = -1;
+  ::unlink(tmp_.c_str());
+  throw OutputError(what_, path_, err);
+}
+
+void AtomicFile::append(const void* data, size_t bytes) {
+  const int err = write_all(fd_, std::string_view(static_cast<const char*>(data), bytes));
+  if (err != 0) fail(err);
+}
+
+void AtomicFile::commit() {
+  if (::fsync(fd_) != 0) fail(errno);
+  const int closed = ::close(fd_);
+  fd_ = -1;
+  if (closed != 0 || ::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp_.c_str());
+    throw OutputError(what_, path_, err);
+  }
+  const std::filesystem::path parent = std::filesystem::path(path_).parent_path();
   const int dir = ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0) {  // the rename survives a crash once the directory is synced
     ::fsync(dir);
     ::close(dir);
   }
+}
+
+void write_file_atomically(const std::string& what, const std::string& path, const std::string& text) {
+  AtomicFile file(what, path);
+  file.append(text.data(), text.size());
+  file.commit();
 }
 
 }  // namespace trident

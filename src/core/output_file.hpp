@@ -41,9 +41,27 @@ class RecordFile {
   int fd_ = -1;
 };
 
-// Writes `text` as the whole of `path`: path.tmp written and fsynced, renamed over path, the
-// directory fsynced. On failure nothing is left (path.tmp removed; path keeps its previous content)
-// and OutputError is thrown.
+// A whole file written in pieces: path.tmp is filled by append(); commit() fsyncs it, renames it over
+// path and fsyncs the directory. On failure, or when destroyed uncommitted (an exception on the way),
+// path.tmp is removed and path keeps its previous content. Failures throw OutputError.
+class AtomicFile {
+ public:
+  AtomicFile(std::string what, std::string path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void append(const void* data, size_t bytes);
+  void commit();
+
+ private:
+  void fail(int err);  // removes path.tmp, throws OutputError
+
+  std::string what_, path_, tmp_;
+  int fd_ = -1;
+};
+
+// Writes `text` as the whole of `path` through an AtomicFile.
 void write_file_atomically(const std::string& what, const std::string& path, const std::string& text);
 
 }  // namespace trident
