@@ -22,8 +22,8 @@ programs=(test_core test_deck test_data test_zero_partition test_checkpoint test
           test_kernels test_planner test_training_invariants test_fault_deck_defects test_fault_deck_fuzz
           test_tensor_parallel test_pipeline_parallel test_data_parallel test_gradient_finishing
           test_train_reports checkpoint_io_errors test_staged_transport test_pipeline_on_nccl
-          test_kernels_cuda test_gpusim_kernels)
-entries="^(test_(core|deck|zero_partition|comm_layout|kernels|planner|training_invariants|train_reports|pipeline_on_nccl)_np1"
+          test_kernels_cuda test_gpusim_kernels test_text test_data_prepare)
+entries="^(test_(core|deck|zero_partition|comm_layout|kernels|planner|training_invariants|train_reports|pipeline_on_nccl|text|data_prepare)_np1"
 entries+="|test_(data|checkpoint|comm_mesh|tensor_parallel|gradient_finishing|staged_transport)_np[12]"
 entries+="|test_pipeline_parallel_np[12]|test_data_parallel_np[124]|test_fault_deck_(defects|fuzz)_np1|checkpoint_io_errors_np[12]"
 entries+="|test_(kernels_cuda|gpusim_kernels|gpusim_kernels_reverse)_np1)$"

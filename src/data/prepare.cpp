@@ -20,7 +20,8 @@ namespace trident {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int64_t kMaxRoundBytes = int64_t(1) << 30;
+// Bounds what rank 0 holds (4 bytes a token) and keeps a round's token count within MPI's int counts.
+constexpr int64_t kMaxRoundBytes = int64_t(256) << 20;
 
 text::BpeVocabulary load_vocabulary(const PrepareOptions& o) {
   if (!o.tokenizer_json.empty()) return text::read_tokenizer_json(o.tokenizer_json);
@@ -215,7 +216,6 @@ PrepareSummary prepare_dataset(const PrepareOptions& o, MPI_Comm comm) {
   std::vector<int64_t> all_stats(static_cast<size_t>(kStats) * ranks);
   int64_t bytes_done = 0;
   auto last_progress = start;
-  // Rank 0 holds a round's tokens (4 bytes each, about a quarter of the text's bytes): bounded.
   const int64_t round_bytes = std::min<int64_t>(o.batch_bytes_per_rank * ranks, kMaxRoundBytes);
   while (scanner.next_batch(round_bytes, batch)) {
     const std::vector<size_t> bounds = share_bounds(batch, ranks);

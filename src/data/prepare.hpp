@@ -39,7 +39,7 @@ struct PrepareOptions {
   // The tokenizer: GPT-2's built-in files unless vocab_json + merges or tokenizer_json are given.
   std::string vocab_json, merges, tokenizer_json;
   bool invalid_utf8_is_error = false;
-  int64_t batch_bytes_per_rank = 8 << 20;  // text each rank tokenizes per round (1 GiB a round at most)
+  int64_t batch_bytes_per_rank = 8 << 20;  // text each rank tokenizes per round (256 MiB a round at most)
 };
 
 struct PrepareSummary {
