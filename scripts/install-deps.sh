@@ -25,22 +25,39 @@ tiktoken_version=1.0.22
 npm_dir=${TRIDENT_NPM_DIR:-$(cd "$(dirname "$0")/.." && pwd)/.cache/npm}
 if [[ "${TRIDENT_WITH_TEXT_TESTS:-0}" == 1 ]]; then
   packages+=(gettext iso-codes)
-  # Debian's nodejs and npm, unless a node with npm is installed otherwise (e.g. NodeSource's nodejs,
-  # which holds npm and conflicts with Debian's npm package).
-  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-    packages+=(nodejs npm)
-  fi
+  # Debian's nodejs, unless a node is installed otherwise (e.g. NodeSource's). No npm: tiktoken has no
+  # dependencies, so its pinned tarball is fetched and checked below (Debian's npm is ~300 packages).
+  command -v node >/dev/null || packages+=(nodejs)
+  packages+=(python3)
 fi
 
-# tiktoken into $npm_dir, unless that version is there already (npm needs the registry: run once online).
+# tiktoken into $npm_dir/node_modules/tiktoken, unless that version is there already: the registry's
+# tarball, checked against the integrity hash the registry publishes for it (needs the registry once).
+tiktoken_integrity=sha512-PKvy1rVF1RibfF3JlXBSP0Jrcw2uq3yXdgcEXtKTYn3QJ/cBRBHDnrJ5jHky+MENZ6DIPwNUGWpkVx+7joCpNA==
 install_npm_packages() {
   [[ "${TRIDENT_WITH_TEXT_TESTS:-0}" == 1 ]] || return 0
   local installed
   installed=$(node -p "require('$npm_dir/node_modules/tiktoken/package.json').version" 2>/dev/null || true)
   [[ $installed == "$tiktoken_version" ]] && return 0
-  echo "install-deps: installing tiktoken@$tiktoken_version (npm) into $npm_dir"
-  mkdir -p "$npm_dir"
-  npm install --prefix "$npm_dir" --no-save --no-audit --no-fund --loglevel=error "tiktoken@$tiktoken_version"
+  echo "install-deps: installing tiktoken@$tiktoken_version (npm registry tarball) into $npm_dir"
+  /usr/bin/python3 - "$tiktoken_version" "$tiktoken_integrity" "$npm_dir/node_modules/tiktoken" <<'PY'
+import base64, hashlib, io, os, shutil, sys, tarfile, urllib.request
+version, integrity, target = sys.argv[1:]
+url = f"https://registry.npmjs.org/tiktoken/-/tiktoken-{version}.tgz"
+blob = urllib.request.urlopen(url, timeout=120).read()
+digest = "sha512-" + base64.b64encode(hashlib.sha512(blob).digest()).decode()
+if digest != integrity:
+    sys.exit(f"install-deps: {url}: integrity {digest} is not the pinned {integrity}")
+shutil.rmtree(target, ignore_errors=True)
+os.makedirs(target)
+with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
+    for m in tar.getmembers():  # npm tarballs hold package/...; nothing may land outside target
+        name = m.name.split("/", 1)[1] if "/" in m.name else ""
+        if not name or name.startswith("/") or ".." in name.split("/") or not (m.isfile() or m.isdir()):
+            continue
+        m.name = name
+        tar.extract(m, target)
+PY
 }
 
 missing=()

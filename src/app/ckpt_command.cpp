@@ -96,9 +96,19 @@ void run_verify(const CkptArgs& a) {
   std::cout << fmt::format("{}: all {} checksums verified\n", path, verdicts.size());
 }
 
+// What the export says of the run's tokenizer.
+std::string tokenizer_note(Tokenizer t) {
+  switch (t) {
+    case Tokenizer::Gpt2: return "GPT-2's BPE, its files written";
+    case Tokenizer::Bytes: return "bytes: the ids are the text's bytes; Hugging Face has no tokenizer for that";
+    default: return "none known (set [data] tokenizer in the training deck)";
+  }
+}
+
 void run_export(const CkptArgs& a) {
-  const std::string path = export_checkpoint(a.ckpt, a.out);
-  std::cout << fmt::format("exported {} to {}/model.safetensors and {}/config.json\n", path, a.out, a.out);
+  const ExportResult r = export_checkpoint(a.ckpt, a.out);
+  std::cout << fmt::format("exported {} to {}: {}; tokenizer: {}\n", r.checkpoint, a.out, fmt::join(r.files, ", "),
+                           tokenizer_note(r.tokenizer));
 }
 
 }  // namespace

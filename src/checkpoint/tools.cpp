@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <toml++/toml.h>
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checksum.hpp"
@@ -13,6 +14,7 @@
 #include "checkpoint/manifest.hpp"
 #include "core/output_file.hpp"
 #include "safetensors/safetensors.hpp"
+#include "text/hf_tokenizer_files.hpp"
 
 namespace fs = std::filesystem;
 
@@ -76,7 +78,7 @@ void ckpt::reseal_checkpoint(const std::string& path) {
   seal_checkpoint(path, step, int64_t(user_block), std::move(data));
 }
 
-std::string hf_config_json(const ModelConfig& m) {
+std::string hf_config_json(const ModelConfig& m, Tokenizer tokenizer) {
   nlohmann::ordered_json j;
   const int64_t inner = m.ffn_hidden > 0 ? m.ffn_hidden : 4 * m.hidden;
   j["architectures"] = {"GPT2LMHeadModel"};
@@ -98,15 +100,30 @@ std::string hf_config_json(const ModelConfig& m) {
   j["scale_attn_weights"] = true;
   j["tie_word_embeddings"] = m.tie_embeddings;
   j["use_cache"] = true;
-  if (m.vocab_size > 50256) {  // the GPT-2 tokenizer's <|endoftext|>
-    j["bos_token_id"] = 50256;
-    j["eos_token_id"] = 50256;
+  if (tokenizer == Tokenizer::Gpt2) {  // its <|endoftext|>
+    j["bos_token_id"] = kGpt2VocabSize - 1;
+    j["eos_token_id"] = kGpt2VocabSize - 1;
   }
   j["torch_dtype"] = "float32";
   return j.dump(2) + "\n";
 }
 
-std::string export_checkpoint(const std::string& ckpt_path, const std::string& out_dir) {
+Tokenizer checkpoint_tokenizer(const CheckpointHeader& h) {
+  toml::table deck;
+  try {
+    deck = toml::parse(h.deck);
+  } catch (const toml::parse_error& e) {
+    throw CheckpointError(fmt::format("{}: the deck stored in the checkpoint does not parse: {}", h.path,
+                                      e.description()));
+  }
+  const std::string name = deck["data"]["tokenizer"].value_or(std::string());
+  for (const Tokenizer t : {Tokenizer::Gpt2, Tokenizer::Bytes, Tokenizer::None})
+    if (name == to_string(t)) return t;
+  const std::string format = deck["data"]["format"].value_or(std::string("text"));
+  return default_tokenizer(format == "text" ? DataFormat::Text : DataFormat::LlmC, h.model.vocab_size);
+}
+
+ExportResult export_checkpoint(const std::string& ckpt_path, const std::string& out_dir) {
   const std::string path = resolve_checkpoint(ckpt_path);
   const CheckpointHeader h = read_checkpoint_header(path);
   Handle file = ckpt::h5::open_file(path, MPI_COMM_NULL);
@@ -135,8 +152,12 @@ std::string export_checkpoint(const std::string& ckpt_path, const std::string& o
   write_safetensors_streamed((fs::path(out_dir) / "model.safetensors").string(), tensors,
                     {{"format", "pt"}, {"producer", "trident"}, {"checkpoint", path},
                      {"step", std::to_string(h.progress.step)}});
-  write_file_atomically("ckpt export", (fs::path(out_dir) / "config.json").string(), hf_config_json(h.model));
-  return path;
+  ExportResult result{path, checkpoint_tokenizer(h), {"model.safetensors", "config.json"}};
+  write_file_atomically("ckpt export", (fs::path(out_dir) / "config.json").string(),
+                        hf_config_json(h.model, result.tokenizer));
+  for (const auto& name : text::write_hf_tokenizer_files(out_dir, result.tokenizer, h.model.seq_len))
+    result.files.push_back(name);
+  return result;
 }
 
 std::string describe_checkpoint(const CheckpointHeader& h, bool with_deck) {

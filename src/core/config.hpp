@@ -14,6 +14,8 @@ enum class LrSchedule { Constant, Cosine, Linear };
 enum class Recompute { None, Full, Selective };
 enum class Precision { FP32, BF16 };
 enum class DataFormat { Text, LlmC, Megatron };
+// The tokenizer that made the data's ids (what `ckpt export` ships with the model).
+enum class Tokenizer { Gpt2, Bytes, None };
 enum class DataOrder { Sequential, Shuffle };
 enum class Backend { Cpu, Cuda };
 enum class MpiWait { Block, Poll };
@@ -70,6 +72,16 @@ struct TrainConfig {
   Precision precision = Precision::FP32;
 };
 
+// GPT-2's vocabulary: 50256 tokens and <|endoftext|> (50256).
+constexpr int64_t kGpt2VocabSize = 50257;
+
+// data.tokenizer when the deck does not say: bytes for text, GPT-2's for llm.c/Megatron ids of its
+// vocabulary size, else none known.
+inline Tokenizer default_tokenizer(DataFormat format, int64_t vocab_size) {
+  if (format == DataFormat::Text) return Tokenizer::Bytes;
+  return vocab_size == kGpt2VocabSize ? Tokenizer::Gpt2 : Tokenizer::None;
+}
+
 // data.val_steps = "all": every whole window of the validation data once.
 constexpr int64_t kValStepsAll = 0;
 
@@ -81,6 +93,7 @@ struct DataConfig {
   uint64_t seed = 1234;      // shuffle order
   int64_t val_every = 0;     // 0 = never
   int64_t val_steps = 1;     // kValStepsAll: the whole validation data
+  Tokenizer tokenizer = Tokenizer::Bytes;  // resolved: bytes for text, gpt2 for 50257-token llmc/megatron
 };
 
 struct CheckpointConfig {
@@ -133,6 +146,7 @@ const char* to_string(LrSchedule v);
 const char* to_string(Recompute v);
 const char* to_string(Precision v);
 const char* to_string(DataFormat v);
+const char* to_string(Tokenizer v);
 const char* to_string(DataOrder v);
 const char* to_string(Backend v);
 const char* to_string(MpiWait v);

@@ -178,6 +178,7 @@ class DeckReader {
   void resolve_derived(Config& cfg) const {
     if (!given("model", "ffn_hidden")) cfg.model.ffn_hidden = 4 * cfg.model.hidden;
     if (!given("runtime", "comm")) cfg.runtime.comm = cfg.runtime.backend == Backend::Cuda ? Comm::Nccl : Comm::Mpi;
+    if (!given("data", "tokenizer")) cfg.data.tokenizer = default_tokenizer(cfg.data.format, cfg.model.vocab_size);
   }
 
   // Input files named in the deck file are relative to the deck's directory; paths given with --set
@@ -251,6 +252,15 @@ class DeckReader {
       rule_error("model", "vocab_size",
                  fmt::format("[data] format = \"text\" uses byte tokens, so [model] vocab_size = {} must be >= 256",
                              m.vocab_size));
+    if (cfg.data.format == DataFormat::Text && cfg.data.tokenizer != Tokenizer::Bytes)
+      rule_error("data", "tokenizer",
+                 fmt::format("[data] format = \"text\" reads bytes as token ids, so [data] tokenizer must be \"bytes\", "
+                             "not \"{}\" (`trident data prepare` makes GPT-2 tokens from text)",
+                             to_string(cfg.data.tokenizer)));
+    if (cfg.data.tokenizer == Tokenizer::Gpt2 && m.vocab_size < kGpt2VocabSize)
+      rule_error("data", "tokenizer",
+                 fmt::format("[data] tokenizer = \"gpt2\" makes ids up to {}, so [model] vocab_size = {} must be >= {}",
+                             kGpt2VocabSize - 1, m.vocab_size, kGpt2VocabSize));
     if (cfg.data.val_every > 0 && cfg.data.val_path.empty())
       rule_error("data", "val_every",
                  fmt::format("[data] val_every = {} needs [data] val_path (the validation data)", cfg.data.val_every));
@@ -410,6 +420,7 @@ TRIDENT_ENUM_NAME(LrSchedule, "constant", "cosine", "linear")
 TRIDENT_ENUM_NAME(Recompute, "none", "full", "selective")
 TRIDENT_ENUM_NAME(Precision, "fp32", "bf16")
 TRIDENT_ENUM_NAME(DataFormat, "text", "llmc", "megatron")
+TRIDENT_ENUM_NAME(Tokenizer, "gpt2", "bytes", "none")
 TRIDENT_ENUM_NAME(DataOrder, "sequential", "shuffle")
 TRIDENT_ENUM_NAME(Backend, "cpu", "cuda")
 TRIDENT_ENUM_NAME(MpiWait, "block", "poll")

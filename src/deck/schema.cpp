@@ -338,6 +338,12 @@ std::vector<KeySpec> build() {
                      {{"text", DataFormat::Text}, {"llmc", DataFormat::LlmC}, {"megatron", DataFormat::Megatron}},
                      "Token file format: any text file as bytes (vocab 256), llm.c token shards (path may be "
                      "a glob), or a Megatron-LM indexed dataset (.bin/.idx prefix)."));
+  k.push_back(choice("data", "tokenizer", &DataConfig::tokenizer, &Config::data,
+                     {{"gpt2", Tokenizer::Gpt2}, {"bytes", Tokenizer::Bytes}, {"none", Tokenizer::None}},
+                     "The tokenizer that made the data's ids: GPT-2's BPE (`trident data prepare`), bytes (format "
+                     "\"text\"), or none known. `ckpt export` writes its files (vocab.json, merges.txt, "
+                     "tokenizer_config.json, generation_config.json) beside the model for gpt2.",
+                     "\"bytes\" for text, \"gpt2\" for llmc/megatron with vocab_size 50257, else \"none\""));
   k.push_back(text("data", "path", &DataConfig::path, &Config::data, "a file path (or glob for llmc)",
                    "Training data; relative paths are relative to the deck's directory. Required by `train`."));
   k.push_back(text("data", "val_path", &DataConfig::val_path, &Config::data, "empty, or a file path",

@@ -369,6 +369,8 @@ std::vector<KeyRow> key_rows() {
       {"train", "precision", "string", "\"fp32\"", "\"fp32\"", "one of \"fp32\", \"bf16\"", "", "", "", "", {}},
       {"data", "format", "string", "\"text\"", "\"text\"", "one of \"text\", \"llmc\", \"megatron\"", "", "", "", "",
        {}},
+      {"data", "tokenizer", "string", "\"bytes\" for text, \"gpt2\" for llmc/megatron with vocab_size 50257, else \"none\"",
+       "\"bytes\"", "one of \"gpt2\", \"bytes\", \"none\"", "", "", "", "", {}},
       {"data", "path", "string", "\"\"", "\"\"", "a file path (or glob for llmc)", "", "", "", "", {}},
       {"data", "val_path", "string", "\"\"", "\"\"", "empty, or a file path", "", "", "", "", {}},
       {"data", "order", "string", "\"sequential\"", "\"sequential\"", "one of \"sequential\", \"shuffle\"", "", "", "",
@@ -451,7 +453,7 @@ TEST(DeckDefaults, ExplicitDefaultEqualsAbsentKey) {
   const std::string base = parse("").resolved_toml;
   for (const auto& r : key_rows()) {
     // derived / descriptive defaults
-    if (r.key == "ffn_hidden" || r.key == "layers_per_stage" || r.key == "comm") continue;
+    if (r.key == "ffn_hidden" || r.key == "layers_per_stage" || r.key == "comm" || r.key == "tokenizer") continue;
     SCOPED_TRACE(r.section + "." + r.key);
     EXPECT_EQ(parse(fmt::format("[{}]\n{} = {}\n", r.section, r.key, r.default_doc)).resolved_toml, base);
   }
@@ -583,6 +585,21 @@ TEST(DeckMesh, AutoDpIsWorldOverTpTimesPp) {
             "deck.toml:2:6: [mesh] dp = \"auto\" needs the number of ranks: run under mpiexec/srun, or `trident check "
             "--ranks N`");
   EXPECT_THAT(deck_error("[mesh]\ndp = \"many\"\n"), HasSubstr("neither an integer nor \"auto\""));
+}
+
+// data.tokenizer: derived from the format and vocabulary when absent; what contradicts the data refused.
+TEST(Deck, TokenizerFollowsTheDataUnlessGiven) {
+  EXPECT_EQ(parse("").data.tokenizer, Tokenizer::Bytes);
+  EXPECT_EQ(parse("[data]\nformat = \"llmc\"\n", {"model.vocab_size=50257"}).data.tokenizer, Tokenizer::Gpt2);
+  EXPECT_EQ(parse("[data]\nformat = \"megatron\"\n", {"model.vocab_size=50304"}).data.tokenizer, Tokenizer::None);
+  EXPECT_EQ(parse("[data]\nformat = \"llmc\"\ntokenizer = \"gpt2\"\n", {"model.vocab_size=50304"}).data.tokenizer,
+            Tokenizer::Gpt2);
+  EXPECT_EQ(deck_error("[data]\ntokenizer = \"gpt2\"\n"),
+            "deck.toml:2:13: [data] format = \"text\" reads bytes as token ids, so [data] tokenizer must be \"bytes\", "
+            "not \"gpt2\" (`trident data prepare` makes GPT-2 tokens from text)");
+  EXPECT_EQ(deck_error("[data]\nformat = \"llmc\"\ntokenizer = \"gpt2\"\n", {"model.vocab_size=1000"}),
+            "deck.toml:3:13: [data] tokenizer = \"gpt2\" makes ids up to 50256, so [model] vocab_size = 1000 must be "
+            ">= 50257");
 }
 
 // data.val_steps = "all": the whole validation data, written back as "all".
