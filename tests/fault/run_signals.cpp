@@ -31,16 +31,23 @@ TEST_P(TruncatedData, NamesTheFileAndOffsetAndExits135) {
   const std::string metrics = dir + "/m.jsonl";
   write_file(dir + "/deck.toml", small_deck(1, 1, std::max(np, 1), "metrics = \"" + metrics + "\""));
   const std::string launcher = np == 0 ? "" : local_mpiexec() + " -n " + std::to_string(np) + " ";
-  BackgroundJob job(without_parent_mpi_env() + " OPENBLAS_NUM_THREADS=1 " + launcher + trident_binary() + " train " +
-                        dir + "/deck.toml --set data.path=" + data,
-                    dir + "/out.txt");
+  const std::string train = trident_binary() + " train " + dir + "/deck.toml --set data.path=" + data;
+  // Under mpiexec -n 1 the rank reports its own exit status too: Hydra sometimes reports a rank that
+  // ended while its output was closing as hung up (signal 1, "EXIT CODE: 1") instead of its status.
+  const std::string command = np == 1 ? "sh -c '" + train + "; s=$?; echo \"rank exit status $s\" >&2; exit $s'" : train;
+  BackgroundJob job(without_parent_mpi_env() + " OPENBLAS_NUM_THREADS=1 " + launcher + command, dir + "/out.txt");
   ASSERT_TRUE(wait_until([&] { return count_lines(metrics) >= 2 || job.wait_for(0); }, 60)) << job.output();
   ASSERT_FALSE(job.wait_for(0)) << job.output();
   std::filesystem::resize_file(data, 0);
   const auto status = job.wait_for(30);
   const std::string out = job.output();
   ASSERT_TRUE(status) << "still running 30 s after its data file was truncated:\n" << out;
-  EXPECT_EQ(*status, 128 + SIGBUS) << out;
+  if (np == 1) {
+    EXPECT_NE(out.find("rank exit status " + std::to_string(128 + SIGBUS)), std::string::npos) << out;
+    EXPECT_NE(*status, 0) << out;
+  } else {
+    EXPECT_EQ(*status, 128 + SIGBUS) << out;
+  }
   EXPECT_NE(out.find("fatal signal SIGBUS reading " + data + " at byte offset "), std::string::npos) << out;
   EXPECT_NE(out.find("truncated or replaced while the job ran"), std::string::npos) << out;
 }
