@@ -43,4 +43,9 @@ std::unique_ptr<ComputeBackend> start_backend_on(ParallelMesh& mesh, const Confi
   return backend;
 }
 
+std::unique_ptr<ParallelMesh> make_mesh(const Config& cfg) {
+  const watchdog::Watch watch("communicator set-up", cfg.runtime.collective_timeout_s);
+  return std::make_unique<ParallelMesh>(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
+}
+
 }  // namespace trident

@@ -1,5 +1,5 @@
 #pragma once
-// Starting a command's compute backend on its mesh: `train` and `topology` start the same way.
+// Starting a command's mesh and compute backend: `train`, `eval` and `topology` start the same way.
 #include <memory>
 
 #include "backend.hpp"
@@ -11,5 +11,9 @@ namespace trident {
 // GPU unless runtime.comm = "mpi", gives the mesh's groups their tensor transport, and logs every
 // rank's device on rank 0 (host, rank, local rank, GPU index, PCI bus id, UUID). Collective over the world.
 std::unique_ptr<ComputeBackend> start_backend_on(ParallelMesh& mesh, const Config& cfg);
+
+// The communicators of cfg.mesh over the world, under the watchdog (a rank that never gets there ends
+// the job after runtime.collective_timeout_s). Collective.
+std::unique_ptr<ParallelMesh> make_mesh(const Config& cfg);
 
 }  // namespace trident

@@ -64,11 +64,7 @@ int run_eval(const EvalArgs& args) {
   log::info("trident eval {} (tp {} x pp {} x dp {}, {} ranks): {} on {}", cfg.source, cfg.mesh.tp, cfg.mesh.pp,
             cfg.mesh.dp, world, checkpoint.empty() ? "model.init_from " + cfg.model.init_from : checkpoint, data);
   const watchdog::Monitor monitor(cfg.runtime.collective_timeout_s, cfg.runtime.checkpoint_timeout_s);
-  std::unique_ptr<ParallelMesh> mesh;
-  {
-    const watchdog::Watch watch("communicator set-up", cfg.runtime.collective_timeout_s);
-    mesh = std::make_unique<ParallelMesh>(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
-  }
+  const auto mesh = make_mesh(cfg);
   check_memory_fits(cfg, mesh->node().local_size);
   const auto backend = start_backend_on(*mesh, cfg);
   Trainer trainer(cfg, backend->kernels(), mesh.get());

@@ -18,12 +18,6 @@ namespace {
 
 constexpr int kTopologyLogRanks = 64;
 
-// Communicator set-up is collective over the world: a rank that never gets there is the watchdog's.
-std::unique_ptr<ParallelMesh> make_mesh(const Config& cfg) {
-  const watchdog::Watch watch("communicator set-up", cfg.runtime.collective_timeout_s);
-  return std::make_unique<ParallelMesh>(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
-}
-
 }  // namespace
 
 int run_train(const DeckArgs& args) {

@@ -195,44 +195,42 @@ KeySpec mesh_order() {
   return k;
 }
 
-// mesh.dp: an integer, or "auto" (stored as 0) for world size / (tp*pp), resolved by the deck's rules
-// once the world size is known.
-KeySpec mesh_dp() {
-  KeySpec k = integer("mesh", "dp", &Config::mesh, &MeshConfig::dp, 1, 1 << 20,
-                      "Data-parallel replicas; \"auto\" = the number of ranks / (tp*pp), as the launch gives it.");
-  k.allowed = "\"auto\" or " + k.allowed;
+// An integer key that also takes one word, stored as `stored` (a value the integer range excludes).
+template <class S, class T>
+KeySpec integer_or_word(KeySpec k, const char* word, S Config::*s, T S::*m, T stored) {
+  k.allowed = fmt::format("\"{}\" or {}", word, k.allowed);
   auto base = k.apply;
-  k.apply = [base](const toml::node& n, Config& c) -> std::optional<ValueError> {
-    if (n.is_string()) {
-      if (n.value<std::string>().value() != "auto") return ValueError{"neither an integer nor \"auto\""};
-      c.mesh.dp = 0;
-      return std::nullopt;
-    }
-    return base(n, c);
+  const std::string w = word;
+  k.apply = [base, w, s, m, stored](const toml::node& n, Config& c) -> std::optional<ValueError> {
+    if (!n.is_string()) return base(n, c);
+    if (n.value<std::string>().value() != w) return ValueError{fmt::format("neither an integer nor \"{}\"", w)};
+    c.*s.*m = stored;
+    return std::nullopt;
+  };
+  auto base_emit = k.emit;
+  k.emit = [base_emit, w, s, m, stored](const Config& c) {
+    return c.*s.*m == stored ? fmt::format("\"{}\"", w) : base_emit(c);
   };
   return k;
 }
 
-// data.val_steps: an integer, or "all" (stored as 0): every whole window of the validation data once.
+// mesh.dp: an integer, or "auto" (stored as 0) for world size / (tp*pp), resolved by the deck's rules
+// once the world size is known (so the resolved deck holds the number).
+KeySpec mesh_dp() {
+  return integer_or_word(
+      integer("mesh", "dp", &Config::mesh, &MeshConfig::dp, 1, 1 << 20,
+              "Data-parallel replicas; \"auto\" = the number of ranks / (tp*pp), as the launch gives it."),
+      "auto", &Config::mesh, &MeshConfig::dp, 0);
+}
+
+// data.val_steps: an integer, or "all" (kValStepsAll): every whole window of the validation data once.
 KeySpec val_steps_key(int64_t big) {
-  KeySpec k = integer("data", "val_steps", &Config::data, &DataConfig::val_steps, 1, big,
-                      "Validation batches (of global_batch sequences) per evaluation; \"all\" = the whole "
-                      "validation data, every window of seq_len + 1 tokens once (the last batch padded with "
-                      "positions that are not scored).");
-  k.allowed = "\"all\" or " + k.allowed;
-  auto base = k.apply;
-  k.apply = [base](const toml::node& n, Config& c) -> std::optional<ValueError> {
-    if (n.is_string()) {
-      if (n.value<std::string>().value() != "all") return ValueError{"neither an integer nor \"all\""};
-      c.data.val_steps = kValStepsAll;
-      return std::nullopt;
-    }
-    return base(n, c);
-  };
-  k.emit = [](const Config& c) {
-    return c.data.val_steps == kValStepsAll ? std::string("\"all\"") : fmt::format("{}", c.data.val_steps);
-  };
-  return k;
+  return integer_or_word(
+      integer("data", "val_steps", &Config::data, &DataConfig::val_steps, 1, big,
+              "Validation batches (of global_batch sequences) per evaluation; \"all\" = the whole validation "
+              "data, every window of seq_len + 1 tokens once (the last batch padded with positions that are not "
+              "scored)."),
+      "all", &Config::data, &DataConfig::val_steps, kValStepsAll);
 }
 
 KeySpec resume_key() {

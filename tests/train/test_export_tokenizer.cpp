@@ -37,26 +37,18 @@ int run_in(const std::string& dir, const std::string& args, std::string* out) {
   return rc;
 }
 
+// A one-step run of a tiny model that checkpoints into ckpt/; `data` is the [data] section's lines.
+std::string one_step_deck(int64_t vocab, const std::string& data) {
+  return fmt::format("[model]\nvocab_size = {}\nseq_len = 16\nlayers = 1\nhidden = 32\nheads = 2\n[train]\nsteps = 1\n"
+                     "micro_batch = 2\nglobal_batch = 2\n[data]\n{}\n[checkpoint]\ndir = \"ckpt\"\n",
+                     vocab, data);
+}
+
 TEST(ExportTokenizer, TextToHuggingFaceDirectoryWithGpt2TokenizerFiles) {
   const std::string dir = make_temp_dir("trident-export-tokenizer");
   std::string out;
   ASSERT_EQ(run_in(dir, "data prepare /usr/share/common-licenses/GPL-3 -o gpl --val-documents 0", &out), 0) << out;
-  write_file(dir + "/deck.toml", R"([model]
-vocab_size = 50257
-seq_len = 16
-layers = 1
-hidden = 32
-heads = 2
-[train]
-steps = 1
-micro_batch = 2
-global_batch = 2
-[data]
-format = "llmc"
-path = "gpl_train_*.bin"
-[checkpoint]
-dir = "ckpt"
-)");
+  write_file(dir + "/deck.toml", one_step_deck(50257, "format = \"llmc\"\npath = \"gpl_train_*.bin\""));
   ASSERT_EQ(run_in(dir, "train deck.toml", &out), 0) << out;
   ASSERT_EQ(run_in(dir, "ckpt export ckpt --out hf", &out), 0) << out;
   EXPECT_THAT(out, HasSubstr("model.safetensors, config.json, vocab.json, merges.txt, tokenizer_config.json, "
@@ -83,21 +75,7 @@ dir = "ckpt"
 // A byte-level run exports no tokenizer files and says why.
 TEST(ExportTokenizer, ByteLevelRunExportsNoTokenizerFiles) {
   const std::string dir = make_temp_dir("trident-export-bytes");
-  write_file(dir + "/deck.toml", R"([model]
-vocab_size = 256
-seq_len = 16
-layers = 1
-hidden = 32
-heads = 2
-[train]
-steps = 1
-micro_batch = 2
-global_batch = 2
-[data]
-path = "/usr/share/common-licenses/GPL-3"
-[checkpoint]
-dir = "ckpt"
-)");
+  write_file(dir + "/deck.toml", one_step_deck(256, "path = \"/usr/share/common-licenses/GPL-3\""));
   std::string out;
   ASSERT_EQ(run_in(dir, "train deck.toml", &out), 0) << out;
   ASSERT_EQ(run_in(dir, "ckpt export ckpt --out hf", &out), 0) << out;
