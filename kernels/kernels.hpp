@@ -89,6 +89,13 @@ class Kernels {
   // that outlives one tile). Softmax probabilities are p[t,j] = exp(s[t,j] - lse[t]).
   virtual void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH,
                                  int64_t HD) = 0;
+  // The forward of the query rows [q_begin, q_begin + q_count) of each sequence alone: out [B, q_count, C],
+  // row t attending to the keys 0..t of qkv as in attention_forward (rows of qkv past q_begin + q_count
+  // are never read; no lse). Incremental decoding keeps the qkv rows of the tokens so far as its KV cache
+  // and computes only the new rows. The values of attention_forward's rows up to rounding (the tiles'
+  // GEMMs may block the shorter rows differently).
+  virtual void attention_forward_rows(float* out, const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t HD,
+                                      int64_t q_begin, int64_t q_count) = 0;
   // Backward from the forward's out and lse: D[t] = sum_d dout[t,d] out[t,d], dS = P (dP - D),
   // dq = dS k / sqrt(HD), dk = dS^T q / sqrt(HD), dv = P^T dout, ACCUMULATED into dqkv.
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
@@ -147,6 +154,11 @@ std::unique_ptr<Kernels> make_kokkos_kernels();
 // allocator, cuBLASLt GEMMs. Loads the CUDA module (cuda_module.hpp). Throws trident::Error in a build
 // without CUDA, without a device, or when the module cannot be loaded.
 std::unique_ptr<Kernels> make_cuda_kernels();
+
+// attention_forward_rows' precondition, checked by every backend.
+inline bool attention_rows_valid(int64_t T, int64_t q_begin, int64_t q_count) {
+  return q_begin >= 0 && q_count >= 0 && q_begin + q_count <= T;
+}
 
 inline double Kernels::sum_squares(const float* x, int64_t n) {
   double* acc = alloc_double(1);

@@ -15,7 +15,9 @@
 // forward  (block = BQ query rows of one (b,h)): q and the output accumulator in registers; loop over
 //          key tiles of BK rows (K and V tiles in shared memory) up to the causal limit of the query
 //          tile; per tile: BK scores, one online-softmax rescale, BK rank-1 updates of the accumulator.
-//          out = acc / l, lse = m + log l.
+//          out = acc / l, lse = m + log l. The query rows may be a range [q_begin, q_end) of the
+//          sequence (attention_forward_rows: incremental decoding): a row's loop over key tiles is the
+//          same whatever the range, so it gets the same bits as in the whole forward.
 // backward D[t] = sum_d dout*out per row (one warp per row, double).
 //          dK/dV kernel (block = BKV keys of one (b,h)): k, v, dk, dv in registers; loop over query
 //          tiles of BQ rows from the key tile's first key to T (Q, dout, lse, D tiles in shared memory);
@@ -32,6 +34,7 @@
 #include "cuda/check.cuh"
 #include "cuda/ops.cuh"
 #include "cuda/reduce.cuh"
+#include "kernels.hpp"
 
 namespace trident::cuda {
 
@@ -61,7 +64,7 @@ struct Seg {
 // d >= HD. Cooperative over the whole block, coalesced along d.
 template <int DPT, int G>
 __device__ __forceinline__ void load_tile(float* tile, const float* src, int64_t row_stride, int row0, int rows,
-                                          int T, int HD) {
+                                          int T, int HD) {  // rows >= T read as zero
   using S = Seg<DPT, G>;
   for (int idx = threadIdx.x; idx < rows * S::kDims; idx += blockDim.x) {
     const int j = idx / S::kDims, d = idx - j * S::kDims;
@@ -105,36 +108,39 @@ __device__ __forceinline__ float dot(const float (&a)[DPT], const float (&b)[DPT
 }
 
 // ---------------- forward ----------------
-// grid (B*NH, ceil(T/BQ)), kAttnThreads threads = BQ rows x G lanes.
+// grid (B*NH, ceil((q_end - q_begin)/BQ)), kAttnThreads threads = BQ rows x G lanes. Query rows
+// [q_begin, q_end) of sequences of T rows; out [B, q_end - q_begin, C]; lse [B,NH,T] unless null. Rows
+// of qkv at or past q_end are never read.
 template <int DPT, int G, int BK>
 __global__ void __launch_bounds__(kAttnThreads)
-    attention_forward_kernel(float* out, float* lse, const float* qkv, int T, int NH, int HD, float scale) {
+    attention_forward_kernel(float* out, float* lse, const float* qkv, int T, int NH, int HD, float scale,
+                             int q_begin, int q_end) {
   using S = Seg<DPT, G>;
   constexpr int BQ = kAttnThreads / G;
   __shared__ __align__(16) float ks[BK * S::kRow];
   __shared__ __align__(16) float vs[BK * S::kRow];
 
   const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
-  const int q0 = (gridDim.y - 1 - blockIdx.y) * BQ;  // the longest (last) query tiles start first
+  const int q0 = q_begin + (gridDim.y - 1 - blockIdx.y) * BQ;  // the longest (last) query tiles start first
   const int C = NH * HD;
   const int64_t C3 = 3 * int64_t(C);
   const float* qbase = qkv + int64_t(b) * T * C3 + int64_t(h) * HD;
   const float* kbase = qbase + C;
   const float* vbase = qbase + 2 * C;
   const int g = threadIdx.x % G;
-  const int t = q0 + threadIdx.x / G;  // this thread's query row (>= T: padding, computed, not written)
+  const int t = q0 + threadIdx.x / G;  // this thread's query row (>= q_end: padding, computed, not written)
 
   float q[DPT], acc[DPT];
-  load_row_segment<DPT>(q, qbase + int64_t(t) * C3, g, HD, t < T);
+  load_row_segment<DPT>(q, qbase + int64_t(t) * C3, g, HD, t < q_end);
 #pragma unroll
   for (int d = 0; d < DPT; ++d) acc[d] = 0.0f;
   float m = -INFINITY, l = 0.0f;
 
-  const int kend = min(q0 + BQ, T);  // keys [0, kend) are visible to some row of the tile
+  const int kend = min(q0 + BQ, q_end);  // keys [0, kend) are visible to some row of the tile
   for (int k0 = 0; k0 < kend; k0 += BK) {
     __syncthreads();  // everyone is done with the previous tile
-    load_tile<DPT, G>(ks, kbase, C3, k0, BK, T, HD);
-    load_tile<DPT, G>(vs, vbase, C3, k0, BK, T, HD);
+    load_tile<DPT, G>(ks, kbase, C3, k0, BK, q_end, HD);
+    load_tile<DPT, G>(vs, vbase, C3, k0, BK, q_end, HD);
     __syncthreads();
 
     // Scores of the tile; every lane runs every j (the butterflies need the whole warp).
@@ -145,7 +151,7 @@ __global__ void __launch_bounds__(kAttnThreads)
       float kj[DPT];
       read_segment<DPT, G>(kj, ks, j, g);
       const float sj = group_sum<G>(dot<DPT>(q, kj)) * scale;
-      s[j] = (k0 + j <= t) ? sj : -INFINITY;  // causal mask (keys >= T only occur for rows >= T)
+      s[j] = (k0 + j <= t) ? sj : -INFINITY;  // causal mask (keys >= q_end only occur for rows >= q_end)
       tile_max = fmaxf(tile_max, s[j]);
     }
     if (k0 <= t) {  // else the whole tile is masked for this row: nothing changes
@@ -173,14 +179,14 @@ __global__ void __launch_bounds__(kAttnThreads)
     }
   }
 
-  if (t < T) {
-    float* o = out + (int64_t(b) * T + t) * C + int64_t(h) * HD;
+  if (t < q_end) {
+    float* o = out + (int64_t(b) * (q_end - q_begin) + t - q_begin) * C + int64_t(h) * HD;
 #pragma unroll
     for (int d = 0; d < DPT; ++d) {
       const int dd = g * DPT + d;
       if (dd < HD) o[dd] = acc[d] / l;
     }
-    if (g == 0) lse[int64_t(bh) * T + t] = m + logf(l);
+    if (g == 0 && lse) lse[int64_t(bh) * T + t] = m + logf(l);
   }
 }
 
@@ -346,11 +352,27 @@ void check_shape(const char* op, int64_t B, int64_t T, int64_t NH, int64_t HD) {
 
 template <int DPT, int G, int BK>
 void launch_forward(cudaStream_t stream, float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH,
-                    int64_t HD) {
+                    int64_t HD, int64_t q_begin, int64_t q_count) {
   constexpr int BQ = kAttnThreads / G;
-  const dim3 grid(unsigned(B * NH), unsigned(ceil_div(T, BQ)));
+  const dim3 grid(unsigned(B * NH), unsigned(ceil_div(q_count, BQ)));
   TRIDENT_CUDA_CHECK(launch(attention_forward_kernel<DPT, G, BK>, grid, kAttnThreads, 0, stream,
-      out, lse, qkv, int(T), int(NH), int(HD), attention_scale(HD)));
+      out, lse, qkv, int(T), int(NH), int(HD), attention_scale(HD), int(q_begin), int(q_begin + q_count)));
+}
+
+// Forward over query rows [q_begin, q_begin + q_count): 32 dimensions per lane (one butterfly step per
+// score at HD 64), 16 for tiny heads.
+void forward_rows(cudaStream_t stream, float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH,
+                  int64_t HD, int64_t q_begin, int64_t q_count) {
+  if (B <= 0 || q_count <= 0 || NH <= 0) return;
+  check_shape("attention_forward", B, T, NH, HD);
+  if (HD <= 16)
+    launch_forward<16, 1, 32>(stream, out, lse, qkv, B, T, NH, HD, q_begin, q_count);
+  else if (HD <= 32)
+    launch_forward<32, 1, 32>(stream, out, lse, qkv, B, T, NH, HD, q_begin, q_count);
+  else if (HD <= 64)
+    launch_forward<32, 2, 32>(stream, out, lse, qkv, B, T, NH, HD, q_begin, q_count);
+  else
+    launch_forward<32, 4, 32>(stream, out, lse, qkv, B, T, NH, HD, q_begin, q_count);
 }
 
 template <int DPT, int G, int BQ>
@@ -369,17 +391,14 @@ void launch_backward(cudaStream_t stream, float* dqkv, const float* dout, const 
 
 void attention_forward(cudaStream_t stream, float* out, float* lse, const float* qkv, int64_t B, int64_t T,
                        int64_t NH, int64_t HD) {
-  if (B <= 0 || T <= 0 || NH <= 0) return;
-  check_shape("attention_forward", B, T, NH, HD);
-  // Forward: 32 dimensions per lane (one butterfly step per score at HD 64), 16 for tiny heads.
-  if (HD <= 16)
-    launch_forward<16, 1, 32>(stream, out, lse, qkv, B, T, NH, HD);
-  else if (HD <= 32)
-    launch_forward<32, 1, 32>(stream, out, lse, qkv, B, T, NH, HD);
-  else if (HD <= 64)
-    launch_forward<32, 2, 32>(stream, out, lse, qkv, B, T, NH, HD);
-  else
-    launch_forward<32, 4, 32>(stream, out, lse, qkv, B, T, NH, HD);
+  forward_rows(stream, out, lse, qkv, B, T, NH, HD, 0, T);
+}
+
+void attention_forward_rows(cudaStream_t stream, float* out, const float* qkv, int64_t B, int64_t T, int64_t NH,
+                            int64_t HD, int64_t q_begin, int64_t q_count) {
+  TRIDENT_CHECK(attention_rows_valid(T, q_begin, q_count), "attention_forward_rows: rows [{}, {}) outside [0, {})",
+                q_begin, q_begin + q_count, T);
+  forward_rows(stream, out, nullptr, qkv, B, T, NH, HD, q_begin, q_count);
 }
 
 void attention_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dqkv, const float* dout,

@@ -147,6 +147,10 @@ class CudaKernels final : public Kernels {
                          int64_t HD) override {
     cuda::attention_forward(stream(), out, lse, qkv, B, T, NH, HD);
   }
+  void attention_forward_rows(float* out, const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t HD,
+                              int64_t q_begin, int64_t q_count) override {
+    cuda::attention_forward_rows(stream(), out, qkv, B, T, NH, HD, q_begin, q_count);
+  }
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
                           int64_t B, int64_t T, int64_t NH, int64_t HD) override {
     cuda::attention_backward(stream(), alloc_, dqkv, dout, qkv, out, lse, B, T, NH, HD);

@@ -50,6 +50,8 @@ void bias_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dbias, co
 // ---- attention.cu ----
 void attention_forward(cudaStream_t stream, float* out, float* lse, const float* qkv, int64_t B, int64_t T,
                        int64_t NH, int64_t HD);
+void attention_forward_rows(cudaStream_t stream, float* out, const float* qkv, int64_t B, int64_t T, int64_t NH,
+                            int64_t HD, int64_t q_begin, int64_t q_count);
 void attention_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dqkv, const float* dout,
                         const float* qkv, const float* out, const float* lse, int64_t B, int64_t T, int64_t NH,
                         int64_t HD);

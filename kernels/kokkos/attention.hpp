@@ -106,15 +106,19 @@ constexpr void require_host_memory() {
 
 }  // namespace detail
 
-// out [B,T,C] = attention of qkv [B,T,3C]; lse [B,NH,T]. ws: attention_forward_workspace floats.
+// out [B,q_count,C] = attention of the query rows [q_begin, q_begin + q_count) of each sequence of qkv
+// [B,T,3C] (row t sees keys 0..t; rows past q_begin + q_count are never read); lse [B,NH,T] gets those
+// rows' log-sum-exp unless null. ws: attention_forward_workspace floats. Query tiles stay aligned to
+// multiples of the tile and are clipped to the rows asked for, so every clipped row t of tile i0 sees at
+// least one key of each key tile j0 <= i0.
 template <class ES>
-void attention_forward(const ES& space, Vec<ES> out, Vec<ES> lse, CVec<ES> qkv, Vec<ES> ws, int64_t B,
-                       int64_t T, int64_t NH, int64_t HD) {
+void attention_forward_rows(const ES& space, float* out, float* lse, const float* qkv, Vec<ES> ws, int64_t B,
+                            int64_t T, int64_t NH, int64_t HD, int64_t q_begin, int64_t q_count) {
   detail::require_host_memory<ES>();
   using detail::Block;
   using detail::CBlock;
   constexpr int64_t tile = kAttentionTile;
-  const int64_t C = NH * HD;
+  const int64_t C = NH * HD, q_end = q_begin + q_count;
   float* scores = ws.data();
   float* m = scores + tile * tile;
   double* l = reinterpret_cast<double*>(m + tile);  // tile^2 + tile floats in: 8-byte aligned
@@ -122,29 +126,37 @@ void attention_forward(const ES& space, Vec<ES> out, Vec<ES> lse, CVec<ES> qkv, 
   space.fence();  // qkv may still be being written by queued kernels
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < NH; ++h)
-      for (int64_t i0 = 0; i0 < T; i0 += tile) {
-        const int64_t nq = (i0 + tile < T ? i0 + tile : T) - i0;
-        const CBlock qi{qkv.data() + (b * T + i0) * 3 * C + h * HD, nq, HD, 3 * C};
-        const Block yi{out.data() + (b * T + i0) * C + h * HD, nq, HD, C};
+      for (int64_t i0 = q_begin - q_begin % tile; i0 < q_end; i0 += tile) {
+        const int64_t r0 = i0 > q_begin ? i0 : q_begin;  // first row of the clipped query tile
+        const int64_t nq = (i0 + tile < q_end ? i0 + tile : q_end) - r0;
+        const CBlock qi{qkv + (b * T + r0) * 3 * C + h * HD, nq, HD, 3 * C};
+        const Block yi{out + (b * q_count + r0 - q_begin) * C + h * HD, nq, HD, C};
         for (int64_t j0 = 0; j0 <= i0; j0 += tile) {  // key tiles up to and including the diagonal
-          const int64_t nk = (j0 + tile < i0 + nq ? j0 + tile : i0 + nq) - j0;
-          const float* kv = qkv.data() + (b * T + j0) * 3 * C + h * HD;
+          const int64_t nk = (j0 + tile < r0 + nq ? j0 + tile : r0 + nq) - j0;
+          const float* kv = qkv + (b * T + j0) * 3 * C + h * HD;
           const Block s{scores, nq, nk, nk};
           detail::sgemm(false, true, scale, qi, CBlock{kv + C, nk, HD, 3 * C}, 0.0f, s);
-          detail::online_softmax_step(space, s, yi, m, l, i0, j0, j0 == 0);
+          detail::online_softmax_step(space, s, yi, m, l, r0, j0, j0 == 0);
           detail::sgemm(false, false, 1.0f, CBlock{s.p, nq, nk, nk}, CBlock{kv + 2 * C, nk, HD, 3 * C},
                         j0 == 0 ? 0.0f : 1.0f, yi);
         }
-        float* lse_i = lse.data() + (b * NH + h) * T + i0;
+        float* lse_i = lse ? lse + (b * NH + h) * T + r0 : nullptr;
         Kokkos::parallel_for(
             "trident::attention_normalise", Range<ES>(space, 0, nq), KOKKOS_LAMBDA(int64_t r) {
               const float inv = float(1.0 / l[r]);
               float* __restrict y = yi.p + r * yi.ld;
               for (int64_t d = 0; d < HD; ++d) y[d] *= inv;
-              lse_i[r] = float(double(m[r]) + kmath::log(l[r]));
+              if (lse_i) lse_i[r] = float(double(m[r]) + kmath::log(l[r]));
             });
         space.fence();
       }
+}
+
+// out [B,T,C] = attention of qkv [B,T,3C]; lse [B,NH,T]. ws: attention_forward_workspace floats.
+template <class ES>
+void attention_forward(const ES& space, Vec<ES> out, Vec<ES> lse, CVec<ES> qkv, Vec<ES> ws, int64_t B,
+                       int64_t T, int64_t NH, int64_t HD) {
+  attention_forward_rows(space, out.data(), lse.data(), qkv.data(), ws, B, T, NH, HD, 0, T);
 }
 
 // dqkv [B,T,3C] += the gradient through attention_forward, from its out and lse.

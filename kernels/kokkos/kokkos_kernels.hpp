@@ -7,6 +7,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "core/error.hpp"
 #include "kernels.hpp"
 #include "kokkos/adamw.hpp"
 #include "kokkos/attention.hpp"
@@ -147,6 +148,14 @@ class KokkosKernels final : public Kernels {
     kk::attention_forward(space_, kk::vec<ES>(out, B * T * C), kk::vec<ES>(lse, B * NH * T),
                           kk::cvec<ES>(qkv, B * T * 3 * C),
                           float_workspace(kk::attention_forward_workspace(B, T, NH, HD)), B, T, NH, HD);
+  }
+  void attention_forward_rows(float* out, const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t HD,
+                              int64_t q_begin, int64_t q_count) override {
+    TRIDENT_CHECK(attention_rows_valid(T, q_begin, q_count), "attention_forward_rows: rows [{}, {}) outside [0, {})",
+                  q_begin, q_begin + q_count, T);
+    kk::attention_forward_rows(space_, out, nullptr, qkv,
+                               float_workspace(kk::attention_forward_workspace(B, T, NH, HD)), B, T, NH, HD, q_begin,
+                               q_count);
   }
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
                           int64_t B, int64_t T, int64_t NH, int64_t HD) override {

@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint.hpp"
 #include "comm/gpu_sharing.hpp"
 #include "comm/watchdog.hpp"
+#include "core/error.hpp"
 #include "core/log.hpp"
 
 namespace trident {
@@ -46,6 +48,14 @@ std::unique_ptr<ComputeBackend> start_backend_on(ParallelMesh& mesh, const Confi
 std::unique_ptr<ParallelMesh> make_mesh(const Config& cfg) {
   const watchdog::Watch watch("communicator set-up", cfg.runtime.collective_timeout_s);
   return std::make_unique<ParallelMesh>(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
+}
+
+std::string model_checkpoint(const std::string& given, const Config& cfg, const char* verb) {
+  const std::string where = !given.empty() ? given : cfg.checkpoint.dir;
+  if (!where.empty()) return resolve_checkpoint(where);  // throws naming the directory when it holds none
+  if (!cfg.model.init_from.empty()) return "";
+  throw Error(fmt::format("{}: nothing to {}: no --checkpoint, no [checkpoint] dir and no [model] init_from", cfg.source,
+                          verb));
 }
 
 }  // namespace trident

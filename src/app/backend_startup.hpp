@@ -1,6 +1,7 @@
 #pragma once
 // Starting a command's mesh and compute backend: `train`, `eval` and `topology` start the same way.
 #include <memory>
+#include <string>
 
 #include "backend.hpp"
 #include "comm/mesh.hpp"
@@ -15,5 +16,10 @@ std::unique_ptr<ComputeBackend> start_backend_on(ParallelMesh& mesh, const Confi
 // The communicators of cfg.mesh over the world, under the watchdog (a rank that never gets there ends
 // the job after runtime.collective_timeout_s). Collective.
 std::unique_ptr<ParallelMesh> make_mesh(const Config& cfg);
+
+// The checkpoint whose model `eval` and `generate` read: `given` (a file, or a directory's newest), else
+// checkpoint.dir's newest; "" when there is neither and model.init_from names the weights. Throws
+// trident::Error, saying what there is nothing to `verb`, when none of them is set.
+std::string model_checkpoint(const std::string& given, const Config& cfg, const char* verb);
 
 }  // namespace trident

@@ -90,6 +90,30 @@ int parse_and_run(int argc, char** argv) {
                    "Checkpoint file, or directory (its newest); default: the deck's checkpoint.dir");
   eval->add_option("--data", eval_args.data, "Data to evaluate, in data.format; default: data.val_path");
   eval->add_option("--json", eval_args.json, "Also write the figures to this file as JSON");
+  eval->add_option("--hellaswag", eval_args.hellaswag,
+                   "Multiple-choice accuracy over this file in HellaSwag's JSONL format, instead of the loss")
+      ->excludes("--data");
+  GenerateArgs gen_args;
+  auto* gen = app.add_subcommand("generate", "Text from a checkpoint (KV cache; tensor-parallel over the ranks)");
+  add_deck_args(gen, gen_args);
+  gen->add_option("--checkpoint", gen_args.checkpoint,
+                  "Checkpoint file, or directory (its newest); default: the deck's checkpoint.dir, else model.init_from");
+  gen->add_option("--prompt", gen_args.prompt, "Text to continue (default: the end-of-text token)");
+  gen->add_option("--prompt-file", gen_args.prompt_file, "Read the prompt from this file");
+  gen->add_option("--prompt-ids", gen_args.prompt_ids, "The prompt as token ids: \"464, 3290\"");
+  gen->add_option("--max-new-tokens", gen_args.max_new_tokens, "Tokens to generate per sample")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  gen->add_option("--samples", gen_args.samples, "Samples of the prompt, decoded side by side")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  gen->add_option("--temperature", gen_args.sampling.temperature, "Softmax temperature; 0: greedy")
+      ->capture_default_str();
+  gen->add_option("--top-k", gen_args.sampling.top_k, "Sample from the k most likely tokens; 0: all")
+      ->capture_default_str();
+  gen->add_option("--top-p", gen_args.sampling.top_p, "Sample from the most likely tokens holding this probability")
+      ->capture_default_str();
+  gen->add_option("--seed", gen_args.sampling.seed, "Seed of the samples' random streams")->capture_default_str();
+  gen->add_flag("--no-stop", gen_args.no_stop, "Do not end a sample at the end-of-text token");
+  gen->add_option("--json", gen_args.json, "Also write the prompt and samples (text and ids) to this file");
   auto* topology = app.add_subcommand("topology", "Print each rank's node and (dp, pp, tp) coordinates and every group");
   add_deck_args(topology, topo_args);
   auto* reference = app.add_subcommand("deck-reference", "Print the Markdown reference of every deck key");
@@ -103,6 +127,7 @@ int parse_and_run(int argc, char** argv) {
   train->callback([&] { rc = run_train(train_args); });
   check->callback([&] { rc = run_check(check_args); });
   eval->callback([&] { rc = run_eval(eval_args); });
+  gen->callback([&] { rc = run_generate(gen_args); });
   topology->callback([&] { rc = run_topology(topo_args); });
   reference->callback([&] {
     if (world_rank() == 0) std::cout << deck_reference_markdown();

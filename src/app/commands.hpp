@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "deck/deck.hpp"
+#include "generate/sampler.hpp"
 
 namespace trident {
 
@@ -25,12 +26,24 @@ struct CheckArgs : DeckArgs {
 // `eval`: the loss over the whole of `data` (default: data.val_path) of the model in `checkpoint` (a file
 // or a directory's newest; default: checkpoint.dir's newest, else model.init_from); `json`: also write
 // the figures there.
+// With `hellaswag`: multiple-choice accuracy over that JSONL file instead (eval_hellaswag.cpp).
 struct EvalArgs : DeckArgs {
-  std::string checkpoint, data, json;
+  std::string checkpoint, data, json, hellaswag;
 };
 
+// `generate`: samples from the model in `checkpoint` (as for eval) after a prompt given as text, a file or
+// token ids (default: the end-of-text token).
+struct GenerateArgs : DeckArgs {
+  std::string checkpoint, prompt, prompt_file, prompt_ids, json;
+  int64_t max_new_tokens = 64;
+  int64_t samples = 1;
+  SamplingOptions sampling{1.0, 0, 1.0, 1337};
+  bool no_stop = false;  // go on past the end-of-text token
+};
 int run_train(const DeckArgs& args);
 int run_eval(const EvalArgs& args);
+int run_eval_hellaswag(const EvalArgs& args);
+int run_generate(const GenerateArgs& args);
 int run_check(const CheckArgs& args);
 int run_topology(const DeckArgs& args);
 

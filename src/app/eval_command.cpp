@@ -23,17 +23,6 @@
 namespace trident {
 namespace {
 
-// The model to evaluate: --checkpoint (a file, or a directory's newest), else checkpoint.dir's newest,
-// else model.init_from; "" for init_from.
-std::string checkpoint_to_evaluate(const EvalArgs& args, const Config& cfg) {
-  const std::string where = !args.checkpoint.empty() ? args.checkpoint : cfg.checkpoint.dir;
-  if (!where.empty()) return resolve_checkpoint(where);  // throws naming the directory when it holds none
-  if (!cfg.model.init_from.empty()) return "";
-  throw Error(fmt::format("{}: nothing to evaluate: no --checkpoint, no [checkpoint] dir and no [model] init_from "
-                          "(an untrained model's loss is log(vocab_size))",
-                          cfg.source));
-}
-
 // What `eval` changes in the deck: the evaluated data stands in for the validation data (and for the
 // training data when the deck has none: the trainer maps it but never reads it), the checkpoint is read
 // and never written (no lock on its directory: a training run may be writing there), no metrics or trace.
@@ -52,13 +41,14 @@ Config evaluation_config(Config cfg, const std::string& checkpoint, const std::s
 }  // namespace
 
 int run_eval(const EvalArgs& args) {
+  if (!args.hellaswag.empty()) return run_eval_hellaswag(args);
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   const Config deck = load_deck_logged(args, DeckOptions{world});
   const std::string data = !args.data.empty() ? args.data : deck.data.val_path;
   if (data.empty())
     throw Error(fmt::format("{}: nothing to evaluate on: give --data PATH or set [data] val_path", deck.source));
-  const std::string checkpoint = checkpoint_to_evaluate(args, deck);
+  const std::string checkpoint = model_checkpoint(args.checkpoint, deck, "evaluate");
   const Config cfg = evaluation_config(deck, checkpoint, data);
   check_supported(cfg);
   log::info("trident eval {} (tp {} x pp {} x dp {}, {} ranks): {} on {}", cfg.source, cfg.mesh.tp, cfg.mesh.pp,

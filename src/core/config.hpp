@@ -70,6 +70,9 @@ struct TrainConfig {
   double grad_clip = 1.0;    // 0 = off
   Recompute recompute = Recompute::None;
   Precision precision = Precision::FP32;
+  int64_t sample_every = 0;    // steps between samples of the model's text; 0 = never
+  int64_t sample_tokens = 64;  // tokens per sample
+  std::string sample_prompt;   // text the samples continue; empty: the end-of-text token (a newline for bytes)
 };
 
 // GPT-2's vocabulary: 50256 tokens and <|endoftext|> (50256).

@@ -238,6 +238,16 @@ class DeckReader {
     if (t.min_lr > t.lr)
       rule_error("train", "min_lr", fmt::format("[train] min_lr = {} is larger than lr = {}", t.min_lr, t.lr));
     check_pipeline_rules(cfg);
+    if (t.sample_every > 0 && mesh.pp > 1)
+      rule_error("train", "sample_every",
+                 fmt::format("[train] sample_every needs [mesh] pp = 1 (a sample runs the whole model on each TP "
+                             "group), not {}; sample a checkpoint with `trident generate` instead",
+                             mesh.pp));
+    if (t.sample_every > 0 && t.sample_tokens >= m.seq_len)
+      rule_error("train", "sample_tokens",
+                 fmt::format("[train] sample_tokens = {} leaves no position for the prompt: at most [model] seq_len - 1 "
+                             "= {}",
+                             t.sample_tokens, m.seq_len - 1));
     if (mesh.sequence_parallel && m.seq_len % mesh.tp != 0)
       rule_error("mesh", "sequence_parallel",
                  fmt::format("[mesh] sequence_parallel needs [model] seq_len = {} divisible by tp = {}", m.seq_len,

@@ -331,6 +331,14 @@ std::vector<KeySpec> build() {
   k.push_back(choice("train", "precision", &TrainConfig::precision, &Config::train,
                      {{"fp32", Precision::FP32}, {"bf16", Precision::BF16}},
                      "Arithmetic precision; bf16 needs runtime.backend = \"cuda\"."));
+  k.push_back(integer("train", "sample_every", &Config::train, &TrainConfig::sample_every, 0, int64_t(1) << 40,
+                      "Every this many steps, print a sample of the model's text (temperature 1, seeded by the step) "
+                      "and write it to the metrics; 0 = never. Needs pp = 1."));
+  k.push_back(integer("train", "sample_tokens", &Config::train, &TrainConfig::sample_tokens, 1, int64_t(1) << 20,
+                      "Tokens per sample (at most seq_len minus the prompt's)."));
+  k.push_back(text("train", "sample_prompt", &TrainConfig::sample_prompt, &Config::train, "any text",
+                   "Text the samples continue, in data.tokenizer; empty: the end-of-text token (gpt2), a newline "
+                   "(bytes), token 0 (none)."));
   // [data]
   k.push_back(choice("data", "format", &DataConfig::format, &Config::data,
                      {{"text", DataFormat::Text}, {"llmc", DataFormat::LlmC}, {"megatron", DataFormat::Megatron}},

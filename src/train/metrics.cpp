@@ -65,6 +65,7 @@ void MetricsWriter::write(const StepMetrics& m) {
                       {"tflops", m.tflops},       {"mfu", m.mfu},         {"memory_gib", m.memory_gib},
                       {"backend_memory_gib", m.backend_memory_gib}, {"eta_s", m.eta_s}};
   if (m.val_loss) j["val_loss"] = *m.val_loss;
+  if (m.sample) j["sample"] = *m.sample;
   j["dp_wait_ms"] = m.dp_wait_ms;
   const MemoryAccount& a = m.memory;
   j["memory_bytes"] = {{"parameters", a.parameters}, {"gradients", a.gradients}, {"optimizer", a.optimizer},

@@ -42,6 +42,7 @@ struct StepMetrics {
   double dp_wait_ms = 0;         // DP reduction time not hidden behind backward
   MemoryAccount memory;
   std::optional<double> val_loss;
+  std::optional<std::string> sample;  // train.sample_every
 };
 
 // Appends one JSON object per step to a file (created fresh unless `append`). Every record carries

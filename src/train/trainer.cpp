@@ -72,7 +72,8 @@ OutputFailure write_metrics(MetricsWriter& metrics, const StepMetrics& m) {
 
 }  // namespace
 
-Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh) : cfg_(cfg), k_(kernels), mesh_(mesh) {
+Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh, Use use)
+    : cfg_(cfg), k_(kernels), mesh_(mesh) {
   TRIDENT_CHECK(mesh_ || cfg_.mesh.world_size() == 1, "a parallel layout needs a ParallelMesh");
   check_supported(cfg_);
   if (!mesh_ || mesh_->world_rank() == 0) {  // what `trident check` refuses, with its messages
@@ -109,7 +110,10 @@ Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh) : cfg_
   executor_ = std::make_unique<PipelineExecutor>(raw, mesh_ && pp > 1 ? &mesh_->pp() : nullptr, cfg_.mesh.schedule, k_);
   executor_->set_tracing(!cfg_.runtime.trace.empty());
 
-  data_ = open_training_data(cfg_);
+  if (use == Use::Training) {
+    data_ = open_training_data(cfg_);
+    samples_ = std::make_unique<TrainingSamples>(cfg_, k_, mesh_);
+  }
   flops_per_token_ = model_flops_per_token(cfg_.model);
   peak_tflops_ = cfg_.runtime.peak_tflops > 0 ? cfg_.runtime.peak_tflops : k_.peak_tflops();
   finisher_ = std::make_unique<GradientFinisher>(shapes_, k_, mesh_, chunks_, optimizers_, reducer_.get());
@@ -196,6 +200,7 @@ void Trainer::make_gradient_reducer() {
 
 StepMetrics Trainer::train_step(int64_t step) {
   using clock = std::chrono::steady_clock;
+  TRIDENT_CHECK(data_.train_sampler, "a trainer built for its model only cannot train");
   const auto start = clock::now();
   watchdog::set_step(step);
   const auto& t = cfg_.train;
@@ -293,6 +298,14 @@ float* Trainer::range_parameters(size_t c) const {
   return reducer_ ? reducer_->range_parameters(int(c)) : chunks_[c]->params();
 }
 
+std::string Trainer::sample_text(int64_t step) {
+  GptModel& model = *chunks_.at(0);
+  const std::vector<float> host = model.params() ? std::vector<float>{} : whole_parameters(0);  // ZeRO-3: gathered
+  const std::string text = samples_->sample(model, model.params(), host, step);
+  log::info("sample at step {}:\n---\n{}\n---", step, text);
+  return text;
+}
+
 std::vector<float> Trainer::whole_parameters(size_t c) const {
   std::vector<float> host(size_t(chunks_[c]->layout().total()));
   if (reducer_)
@@ -363,6 +376,7 @@ std::vector<StepMetrics> Trainer::run() {
     total_ms += m.step_ms;
     m.eta_s = total_ms / double(step - first_step_ + 1) * double(t.steps - step) / 1e3;
     if (data_.val_sampler && cfg_.data.val_every > 0 && step % cfg_.data.val_every == 0) m.val_loss = validation_loss();
+    if (samples_ && samples_->due(step)) m.sample = sample_text(step);
     if (step % cfg_.runtime.log_every == 0 || step == first_step_ || step == t.steps || m.val_loss)
       log::info("{}", format_log_line(m, t.steps));
     if (step == 1) log::info("memory per rank after step 1: {}", describe(m.memory));

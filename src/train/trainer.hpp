@@ -21,6 +21,7 @@
 #include "train/metrics.hpp"
 #include "train/stop_signals.hpp"
 #include "train/training_data.hpp"
+#include "train/training_samples.hpp"
 
 namespace trident {
 
@@ -40,7 +41,10 @@ class Trainer {
   // Builds this rank's chunks (init_from or seeded init; its shard of them), optimizers and data
   // streams, then resumes from a checkpoint when checkpoint.resume finds one. `mesh` may be null for
   // a serial run. Throws trident::Error for what the deck asks and this build cannot do.
-  Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh = nullptr);
+  // With `use` ModelOnly the data files are not opened (`generate` needs the model alone; train_step
+  // and evaluate then refuse).
+  enum class Use { Training, ModelOnly };
+  Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh = nullptr, Use use = Use::Training);
   ~Trainer();
 
   // Runs the steps from 1 (or from the one after the resumed checkpoint's) to train.steps, logging,
@@ -83,6 +87,8 @@ class Trainer {
   // scored.
   void fill_micro_batch(const BatchSampler& sampler, int64_t step0, int64_t micro_batch, int32_t* inputs,
                         int32_t* targets, int64_t scored_windows = INT64_MAX) const;
+  // train.sample_every: a sample of the model's text, logged; the same on every rank (collective).
+  std::string sample_text(int64_t step);
   // The DP gradient reducer, and the first elements of each chunk it must leave to reduce_deferred().
   void make_gradient_reducer();
   // This rank's chunks from the counter-based initialisation or model.init_from, slice by slice.
@@ -106,6 +112,7 @@ class Trainer {
   std::chrono::milliseconds slow_step_{0};  // TRIDENT_INJECT_FAULT=slow-step:MS (a slow rank, for the tests)
   std::unique_ptr<TrainingCheckpoints> checkpoints_;
   std::unique_ptr<StopSignals> stop_;
+  std::unique_ptr<TrainingSamples> samples_;
   int exit_code_ = 0;
   int64_t first_step_ = 1;  // 1, or the step after the one the resumed checkpoint completed
 };

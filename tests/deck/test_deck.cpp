@@ -70,7 +70,7 @@ const std::string kMeshKeys =
     "bucket_mb, overlap_grad_reduce";
 const std::string kTrainKeys =
     "steps, micro_batch, global_batch, lr, min_lr, warmup_steps, lr_schedule, weight_decay, beta1, beta2, eps, "
-    "grad_clip, recompute, precision";
+    "grad_clip, recompute, precision, sample_every, sample_tokens, sample_prompt";
 const std::string kSections = "model, mesh, train, data, checkpoint, runtime";
 const std::string kLpsAllowed = "an array of pp*virtual_stages integers in [1, 2147483647] that sum to model.layers";
 const std::string kScheduleAllowed = "one of \"gpipe\", \"1f1b\", \"interleaved\"";
@@ -222,6 +222,11 @@ std::vector<BadDeck> bad_decks() {
       {"Bf16OnCpu", "[train]\nprecision = \"bf16\"\n", {}, 0,
        "deck.toml:2:13: [train] precision = \"bf16\" needs [runtime] backend = \"cuda\"; the cpu backend computes in "
        "fp32"},
+      {"SampleEveryWithPipeline", "[mesh]\npp = 2\n[train]\nsample_every = 10\n", {}, 0,
+       "deck.toml:4:16: [train] sample_every needs [mesh] pp = 1 (a sample runs the whole model on each TP group), "
+       "not 2; sample a checkpoint with `trident generate` instead"},
+      {"SampleTokensFillTheContext", "[model]\nseq_len = 64\n[train]\nsample_every = 5\nsample_tokens = 64\n", {}, 0,
+       "deck.toml:5:17: [train] sample_tokens = 64 leaves no position for the prompt: at most [model] seq_len - 1 = 63"},
       {"NcclOnCpu", "[runtime]\ncomm = \"nccl\"\n", {}, 0,
        "deck.toml:2:8: [runtime] comm = \"nccl\" needs [runtime] backend = \"cuda\"; the cpu backend communicates over "
        "MPI"},
@@ -367,6 +372,9 @@ std::vector<KeyRow> key_rows() {
       {"train", "recompute", "string", "\"none\"", "\"none\"", "one of \"none\", \"full\", \"selective\"", "", "", "",
        "", {}},
       {"train", "precision", "string", "\"fp32\"", "\"fp32\"", "one of \"fp32\", \"bf16\"", "", "", "", "", {}},
+      {"train", "sample_every", "integer", "0", "0", "an integer in [0, 1099511627776]", "0", "-1", k2p40, k2p40Bad, {}},
+      {"train", "sample_tokens", "integer", "64", "64", "an integer in [1, 1048576]", "1", "0", "1048576", "1048577", {}},
+      {"train", "sample_prompt", "string", "\"\"", "\"\"", "any text", "", "", "", "", {}},
       {"data", "format", "string", "\"text\"", "\"text\"", "one of \"text\", \"llmc\", \"megatron\"", "", "", "", "",
        {}},
       {"data", "tokenizer", "string", "\"bytes\" for text, \"gpt2\" for llmc/megatron with vocab_size 50257, else \"none\"",
@@ -548,8 +556,8 @@ TEST(DeckDefaults, EveryNumericBoundary) {
       checked += 2;
     }
   }
-  // 23 integer + 13 float keys, two bounds each, both sides; not the upper bounds of hidden and heads.
-  EXPECT_EQ(checked, 4 * 36 - 4);
+  // 25 integer + 13 float keys, two bounds each, both sides; not the upper bounds of hidden and heads.
+  EXPECT_EQ(checked, 4 * 38 - 4);
 }
 
 TEST(DeckDefaults, AcceptedBoundaryValuesAreStored) {

@@ -13,8 +13,10 @@
 // float rounding (|lse| < 10: 5e-7). Each bound is applied where it is used.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
+#include "core/error.hpp"
 #include "kernel_test_util.hpp"
 
 namespace trident::kt {
@@ -180,6 +182,49 @@ TEST_P(AttentionTest, WorkspaceGrowsAndShrinkingShapesStillWork) {
   const Result b = forward(small, 1, 3, NH, HD);
   EXPECT_TRUE(same_bits(a.out, b.out));
   EXPECT_TRUE(same_bits(a.lse, b.lse));
+}
+
+TEST_P(AttentionTest, RowRangesMatchTheWholeForwardAndNeverReadLaterRows) {
+  // Incremental decoding's contract (attention_forward_rows): the rows [q0, q0 + n) computed alone equal
+  // the whole forward's, and the qkv rows past q0 + n (a KV cache not written yet) are never read: they
+  // hold NaN here, which any read would carry into the output. Ranges inside a tile, across the CPU
+  // tile edge (128) and one row at a time (decoding). The rows' logits are the same dot products; the
+  // tiles' sums may block differently on the CPU (fewer rows, shorter diagonal tile), so the bound is a
+  // few float roundings of |out| <= 1 with T <= 300 keys: 2e-6 (the CUDA kernel gives the same bits).
+  const int64_t B = 2, NH = 2, HD = 8, C = NH * HD;
+  for (const int64_t T : {13, 300}) {
+    const VecF qkv = random_vec(B * T * 3 * C, 95 + uint32_t(T));
+    const Result whole = forward(qkv, B, T, NH, HD);
+    std::vector<std::pair<int64_t, int64_t>> ranges = {{0, T}, {0, 1}, {T - 1, 1}, {3, 7}};
+    if (T > 200) ranges.insert(ranges.end(), {{120, 20}, {128, 1}, {127, 2}, {129, 171}, {250, 50}});
+    for (const auto& [q0, n] : ranges) {
+      VecF cache = qkv;
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t i = (b * T + q0 + n) * 3 * C; i < (b + 1) * T * 3 * C; ++i) cache[i] = std::nanf("");
+      Buf Q(*k, cache), out(*k, B * n * C);
+      k->fill(out.get(), 7.0f, B * n * C);
+      k->attention_forward_rows(out.get(), Q.get(), B, T, NH, HD, q0, n);
+      VecD want(size_t(B * n * C));
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t e = 0; e < n * C; ++e) want[b * n * C + e] = whole.out[(b * T + q0) * C + e];
+      EXPECT_TRUE(close(out.host(), want, 2e-6, 2e-6)) << "T " << T << " rows [" << q0 << ", " << q0 + n << ")";
+    }
+    VecF stepwise(size_t(B * T * C));  // decoding: one row at a time
+    Buf Q(*k, qkv), row(*k, B * C);
+    for (int64_t t = 0; t < T; ++t) {
+      k->attention_forward_rows(row.get(), Q.get(), B, T, NH, HD, t, 1);
+      const VecF r = row.host();
+      for (int64_t b = 0; b < B; ++b) std::copy_n(&r[b * C], C, &stepwise[(b * T + t) * C]);
+    }
+    EXPECT_TRUE(close(stepwise, to_double(whole.out), 2e-6, 2e-6)) << "T " << T << " one row at a time";
+  }
+}
+
+TEST_P(AttentionTest, RowRangesOutsideTheSequenceAreRefused) {
+  const int64_t B = 1, T = 4, NH = 1, HD = 4;
+  Buf Q(*k, random_vec(B * T * 3 * HD, 99)), out(*k, B * T * HD);
+  EXPECT_THROW(k->attention_forward_rows(out.get(), Q.get(), B, T, NH, HD, 3, 2), Error);
+  EXPECT_THROW(k->attention_forward_rows(out.get(), Q.get(), B, T, NH, HD, -1, 1), Error);
 }
 
 TRIDENT_INSTANTIATE_KERNEL_SUITE(AttentionTest);

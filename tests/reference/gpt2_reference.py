@@ -24,6 +24,8 @@ Subcommands (every output is also summarised as JSON on stdout):
   train         N AdamW steps with warm-up + decay schedule, gradient accumulation and clipping
   evaluate      the mean loss over a whole token file: every window of T+1 tokens starting at w*T that
                 fits (w < floor((n-1)/T)), once, in float64
+  greedy        greedy decoding of a prompt by full recomputation, with every step's logits, in float64
+  choices       multiple-choice scores (HellaSwag JSONL, byte tokens) as llm.c computes them, in float64
   compare       two safetensors files hold the same tensors, bit for bit (export round trip)
   selftest      the reference against torch's own ops and a naive per-head, per-position attention
 """
@@ -153,7 +155,13 @@ def gelu_tanh(x):
 
 
 def forward(P, d, idx, targets):
-    """Sum over positions of the cross-entropy, and the per-position mean."""
+    """Sum over positions of the cross-entropy."""
+    logits = logits_of(P, d, idx)
+    return F.cross_entropy(logits.reshape(-1, d.V), targets.reshape(-1), reduction="sum")
+
+
+def logits_of(P, d, idx):
+    """The logits [B, T, V] of every position of idx [B, T]."""
     B, T = idx.shape
     x = P["transformer.wte.weight"][idx] + P["transformer.wpe.weight"][:T].unsqueeze(0)
     mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
@@ -175,8 +183,7 @@ def forward(P, d, idx, targets):
         x = x + (h @ P[p + "mlp.c_proj.weight"] + P[p + "mlp.c_proj.bias"])
     x = layer_norm(x, P["transformer.ln_f.weight"], P["transformer.ln_f.bias"])
     head = P["transformer.wte.weight"] if d.tied else P["lm_head.weight"]
-    logits = x @ head.t()  # [B, T, V]
-    return F.cross_entropy(logits.reshape(-1, d.V), targets.reshape(-1), reduction="sum")
+    return x @ head.t()  # [B, T, V]
 
 
 def load_params(path, dtype, heads):
@@ -288,6 +295,55 @@ def cmd_evaluate(a):
     positions = windows * d.T
     print(json.dumps({"loss": total / positions, "windows": windows, "positions": positions,
                       "tokens_not_scored": len(tokens) - 1 - positions}))
+
+
+def cmd_greedy(a):
+    """Greedy decoding by full recomputation (no cache): each new token is the argmax of the last
+    position's logits of the whole sequence so far, run through the model from scratch."""
+    with torch.no_grad():
+        P, d = load_params(a.weights, torch.float64, a.heads)
+        seq = [int(t) for t in a.prompt.split(",")]
+        steps = []
+        for _ in range(a.new):
+            logits = logits_of(P, d, torch.tensor([seq]))[0, -1]
+            top2 = torch.topk(logits, 2).values
+            nxt = int(torch.argmax(logits))
+            steps.append({"logits": logits.tolist(), "token": nxt, "margin": float(top2[0] - top2[1])})
+            seq.append(nxt)
+    result = {"tokens": seq[len(a.prompt.split(",")):], "steps": steps}
+    with open(a.json, "w") as f:
+        json.dump(result, f)
+    print(json.dumps({"tokens": result["tokens"], "min_margin": min(s["margin"] for s in steps)}))
+
+
+def cmd_choices(a):
+    """Multiple-choice scoring of a HellaSwag-format JSONL file as llm.c scores it, with byte tokens (the
+    UTF-8 bytes of "ctx" and of " " + each ending): each ending's mean and total cross-entropy given the
+    context, in float64; a context too long for the model's positions loses bytes from its start."""
+    with torch.no_grad():
+        P, d = load_params(a.weights, torch.float64, a.heads)
+        examples = []
+        with open(a.file, encoding="utf-8") as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                ex = json.loads(line)
+                ctx = list(ex["ctx"].encode("utf-8"))
+                ends = [list((" " + e).encode("utf-8")) for e in ex["endings"]]
+                keep = min(len(ctx), d.T + 1 - max(len(e) for e in ends))
+                ctx = ctx[len(ctx) - keep:]
+                means, sums = [], []
+                for e in ends:
+                    row = ctx + e
+                    logits = logits_of(P, d, torch.tensor([row[:-1]]))[0]
+                    logp = torch.log_softmax(logits, dim=-1)
+                    total = -sum(float(logp[p, row[p + 1]]) for p in range(len(ctx) - 1, len(row) - 1))
+                    sums.append(total)
+                    means.append(total / len(e))
+                examples.append({"label": ex["label"], "mean_losses": means, "sum_losses": sums,
+                                 "prediction": int(np.argmin(means)), "prediction_by_sum": int(np.argmin(sums))})
+    correct = sum(e["prediction"] == e["label"] for e in examples)
+    print(json.dumps({"examples": examples, "correct": correct, "accuracy": correct / len(examples)}))
 
 
 def learning_rate(step, a):
@@ -495,6 +551,18 @@ def main():
     e.add_argument("--data", required=True)
     e.add_argument("--heads", type=int, required=True)
 
+    gr = sub.add_parser("greedy")
+    gr.add_argument("--weights", required=True)
+    gr.add_argument("--heads", type=int, required=True)
+    gr.add_argument("--prompt", required=True, help="token ids: 1,2,3")
+    gr.add_argument("--new", type=int, required=True)
+    gr.add_argument("--json", required=True, help="tokens and every step's logits")
+
+    ch = sub.add_parser("choices")
+    ch.add_argument("--weights", required=True)
+    ch.add_argument("--heads", type=int, required=True)
+    ch.add_argument("--file", required=True, help="HellaSwag-format JSONL")
+
     c = sub.add_parser("compare")
     c.add_argument("expected")
     c.add_argument("actual")
@@ -504,7 +572,7 @@ def main():
     a = ap.parse_args()
     torch.manual_seed(0)
     fn = {"make-weights": cmd_make_weights, "make-data": cmd_make_data, "grads": cmd_grads,
-          "train": cmd_train, "evaluate": cmd_evaluate, "compare": cmd_compare,
+          "train": cmd_train, "evaluate": cmd_evaluate, "greedy": cmd_greedy, "choices": cmd_choices, "compare": cmd_compare,
           "selftest": cmd_selftest}[a.cmd]
     return fn(a) or 0
 

@@ -32,6 +32,7 @@
 
 #include "common/test_support.hpp"
 #include "data/dataset.hpp"
+#include "generate/decoder.hpp"
 #include "deck/deck.hpp"
 #include "safetensors/safetensors.hpp"
 #include "kernels.hpp"
@@ -319,6 +320,156 @@ void check_export_round_trip(const Spec& s) {
 
 TEST_F(Reference, ExportRoundTripTied) { check_export_round_trip(kPrimePadded); }
 TEST_F(Reference, ExportRoundTripUntiedPadded) { check_export_round_trip(kUntied); }
+
+// Greedy decoding through the KV cache (generate/decoder.hpp) against the reference's greedy decoding by
+// full recomputation in float64: every step's logits within 1e-5 absolute (a float32 forward of logits of
+// magnitude < 10 through 2-3 layers: a few float roundings of 10, ~1e-6, measured 1.5e-6) and the same
+// tokens (the reference's top-two margins are checked to be far above that). Then the cache's
+// logits, one token at a time, against the decoder's own all-at-once pass over the same sequence: the same
+// values up to float rounding of differently blocked sums (1e-5).
+constexpr double kGreedyLogitTol = 1e-5;
+constexpr int64_t kGreedyNew = 20;
+const char* const kGreedyPrompt = "3,1,4,1,5";
+
+// New tokens decoded for spec s: kGreedyNew, or as many as its positions hold after the 5-token prompt.
+int64_t greedy_steps(const Spec& s) { return std::min<int64_t>(kGreedyNew, s.T - 5); }
+
+json greedy_reference(const std::string& weights, const Spec& s, const std::string& out) {
+  return Reference::python(fmt::format("greedy --weights {} --heads {} --prompt {} --new {} --json {}", weights, s.NH,
+                                       kGreedyPrompt, greedy_steps(s), out));
+}
+
+void check_greedy_decoding(const Spec& s) {
+  const std::string ref_file = Reference::path(weights_key(s) + "_greedy.json");
+  const json summary = greedy_reference(Reference::weights(s), s, ref_file);
+  ASSERT_GT(summary.at("min_margin").get<double>(), 100 * kGreedyLogitTol) << "a near-tie would make argmax fragile";
+  std::ifstream f(ref_file);
+  const json ref = json::parse(f);
+  const Config cfg = parse_deck(Reference::model_deck(s, "full") + "[data]\nformat = \"llmc\"\npath = \"" +
+                                    Reference::data(s.V) + "\"\n",
+                                "greedy.toml");
+  Trainer trainer(cfg, Reference::kernels(), nullptr, Trainer::Use::ModelOnly);
+  GptModel& model = trainer.model();
+  Decoder decoder(model.shapes(), model.layout(), model.params(), Reference::kernels(), nullptr, 1, s.T);
+  std::vector<int32_t> sequence = {3, 1, 4, 1, 5};
+  const int64_t prompt = int64_t(sequence.size());
+  std::vector<float> logits = decoder.feed(sequence.data(), prompt);
+  std::vector<std::vector<float>> stepwise;
+  double worst = 0;
+  const int64_t steps = greedy_steps(s);
+  for (int64_t i = 0; i < steps; ++i) {
+    const auto& want = ref.at("steps").at(i).at("logits");
+    ASSERT_EQ(int64_t(logits.size()), s.V);
+    for (int64_t v = 0; v < s.V; ++v) worst = std::max(worst, std::abs(double(logits[v]) - want.at(v).get<double>()));
+    const int32_t token = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    ASSERT_EQ(token, ref.at("tokens").at(i).get<int32_t>()) << "step " << i;
+    stepwise.push_back(logits);
+    sequence.push_back(token);
+    if (i + 1 < steps) logits = decoder.feed(&token, 1);
+  }
+  EXPECT_LE(worst, kGreedyLogitTol);
+  std::printf("[reference] greedy %s: %lld tokens equal, logits within %.2e of float64 full recomputation\n",
+              s.name.c_str(), (long long)steps, worst);
+  decoder.reset();
+  const std::vector<float> all = decoder.feed(sequence.data(), prompt + steps - 1, true);
+  double cache_vs_whole = 0;
+  for (int64_t i = 0; i < steps; ++i)
+    for (int64_t v = 0; v < s.V; ++v)
+      cache_vs_whole = std::max(cache_vs_whole, double(std::abs(all[(prompt - 1 + i) * s.V + v] - stepwise[i][v])));
+  EXPECT_LE(cache_vs_whole, 1e-5);
+}
+
+TEST_F(Reference, GreedyDecodingWithKvCacheMatchesFullRecomputation) { check_greedy_decoding(kPrimePadded); }
+TEST_F(Reference, GreedyDecodingWithKvCacheMatchesFullRecomputationUntied) { check_greedy_decoding(kUntied); }
+
+// `trident generate` end to end: greedy on 1 rank and across a TP group of 2 gives the reference's tokens;
+// a seeded sample with top-k and top-p is the same on a rerun and at tp 2, and another seed changes it.
+TEST_F(Reference, GenerateCommandGreedyAndSeededSamplingOnOneAndTwoRanks) {
+  const Spec s = kPrimePadded;
+  const json ref = greedy_reference(weights(s), s, path("generate_greedy_ref.json"));
+  const std::string deck = path("generate.toml");
+  test::write_file(deck, model_deck(s, "none") + fmt::format("[data]\nformat = \"llmc\"\npath = \"{}\"\n", data(s.V)));
+  auto generate = [&](int np, const std::string& options, const std::string& name) {
+    const std::string out = path(name + ".json");
+    std::string log;
+    const std::string cmd = fmt::format("{} OPENBLAS_NUM_THREADS=1 timeout -k 5 300 {} -n {} {} generate {} --prompt-ids {} "
+                                        "--max-new-tokens {} --json {} {}",
+                                        test::without_parent_mpi_env(), test::local_mpiexec(), np,
+                                        test::trident_binary(), deck, kGreedyPrompt, kGreedyNew, out, options);
+    EXPECT_EQ(test::run_command(cmd, &log), 0) << cmd << "\n" << log;
+    std::ifstream f(out);
+    return json::parse(f).at("samples");
+  };
+  for (const int np : {1, 2}) {
+    const json greedy = generate(np, "--temperature 0", fmt::format("greedy_np{}", np));
+    ASSERT_EQ(greedy.size(), 1u);
+    EXPECT_EQ(greedy.at(0).at("tokens"), ref.at("tokens")) << np << " rank(s)";
+  }
+  const std::string sampling = "--samples 3 --temperature 0.9 --top-k 40 --top-p 0.95 --seed ";
+  const json first = generate(1, sampling + "7", "sample_a"), again = generate(1, sampling + "7", "sample_b");
+  const json tp2 = generate(2, sampling + "7", "sample_tp2"), other = generate(1, sampling + "8", "sample_c");
+  ASSERT_EQ(first.size(), 3u);
+  EXPECT_EQ(first, again);
+  EXPECT_EQ(first, tp2);
+  EXPECT_NE(first, other);
+  EXPECT_NE(first.at(0).at("tokens"), first.at(1).at("tokens")) << "each sample draws from its own stream";
+}
+
+// `trident eval --hellaswag` against the reference's scores of the same file (byte tokens, so both sides
+// tokenize alike without a shared tokenizer): every ending's mean and total loss within 1e-5 relative
+// (the float32 forward's error, as for the loss), the same predictions and accuracy, on 1 rank and at tp 2.
+// The file has multi-byte UTF-8 and one context longer than the model's positions (shortened from its start).
+TEST_F(Reference, HellaswagScoresMatchReferenceOnOneAndTwoRanks) {
+  const Spec s{"bytes-300-seq-96", 300, 96, 2, 64, 4, 256, true, 64, 4, 5};
+  const std::string file = path("hellaswag.jsonl");
+  std::string long_context;
+  for (int i = 0; i < 12; ++i) long_context += "and then it went on ";
+  test::write_file(
+      file,
+      R"({"ind": 1, "ctx": "A man is sitting on a roof. He", "label": 3, "endings": ["is using wrap to wrap a pair of skis.", "is ripping level tiles off.", "is holding a rubik's cube.", "starts pulling up roofing on a roof."]})"
+      "\n"
+      R"({"ctx": "Le café était très chaud, alors elle", "label": 0, "endings": ["attendit.", "le but d'un trait à 90°C.", "sourit", "x"]})"
+      "\n\n"
+      R"({"ctx": "漢字を書く人が", "label": 1, "endings": ["いる。", "ペンを持った。", "寝る", "🙂 走った"]})"
+      "\n"
+      R"({"ctx": ")" + long_context + R"(", "label": 2, "endings": ["stopped.", "kept going", "ended.", "went."]})" + "\n");
+  const json ref = python(fmt::format("choices --weights {} --heads {} --file {}", weights(s), s.NH, file));
+  const std::string deck = path("hellaswag.toml");
+  test::write_file(path("text.txt"), "unused: the model is only evaluated\n");
+  test::write_file(deck, model_deck(s, "none") + fmt::format("[data]\nformat = \"text\"\npath = \"{}\"\n",
+                                                             path("text.txt")));
+  for (const int np : {1, 2}) {
+    SCOPED_TRACE(fmt::format("{} rank(s)", np));
+    const std::string out = path(fmt::format("hellaswag_np{}.json", np));
+    std::string log;
+    const std::string cmd = fmt::format("{} OPENBLAS_NUM_THREADS=1 timeout -k 5 300 {} -n {} {} eval {} --hellaswag {} "
+                                        "--json {}",
+                                        test::without_parent_mpi_env(), test::local_mpiexec(), np,
+                                        test::trident_binary(), deck, file, out);
+    ASSERT_EQ(test::run_command(cmd, &log), 0) << cmd << "\n" << log;
+    std::ifstream f(out);
+    const json r = json::parse(f);
+    const auto& got = r.at("per_example");
+    const auto& want = ref.at("examples");
+    ASSERT_EQ(got.size(), want.size());
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].at("prediction"), want[i].at("prediction")) << "example " << i;
+      EXPECT_EQ(got[i].at("prediction_by_sum"), want[i].at("prediction_by_sum")) << "example " << i;
+      for (const char* key : {"mean_losses", "sum_losses"})
+        for (size_t e = 0; e < 4; ++e) {
+          const double g = got[i].at(key).at(e).get<double>(), w = want[i].at(key).at(e).get<double>();
+          worst = std::max(worst, std::abs(g - w) / std::abs(w));
+        }
+    }
+    EXPECT_LE(worst, kLossTol);
+    EXPECT_EQ(r.at("correct"), ref.at("correct"));
+    EXPECT_EQ(r.at("contexts_shortened").get<int64_t>(), 1);
+    EXPECT_GT(got[3].at("context_tokens_dropped").get<int64_t>(), 0);
+    std::printf("[reference] hellaswag on %d rank(s): %lld of %zu correct as the reference, losses within %.2e\n", np,
+                (long long)r.at("correct").get<int64_t>(), got.size(), worst);
+  }
+}
 
 // `trident eval` over a whole token file against the reference's float64 loss over every whole window,
 // serially and on 2 and 4 ranks (dp 2; tp 2 x pp 2): the same windows are scored whatever the layout,

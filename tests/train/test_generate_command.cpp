@@ -1,0 +1,127 @@
+// `trident generate` and `train.sample_every` as a user runs them, on the tiny byte-level deck: what
+// generate refuses (exit 2, one message), samples from a checkpoint that a rerun and a TP group of 2
+// reproduce, and the samples a training run prints and writes to its metrics (also under ZeRO-3, whose
+// parameters are gathered for the sample). Greedy tokens against the PyTorch reference, and the KV cache
+// against full recomputation, are in tests/reference; the decoder against the training forward in
+// tests/parallel (test_decoder).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/test_support.hpp"
+#include "train/train_run_util.hpp"
+
+namespace trident::test {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+struct GenerateRun {
+  int rc = -1;
+  std::string out;
+};
+
+GenerateRun run_generate(const std::string& dir, int np, const std::string& args) {
+  GenerateRun r;
+  const std::string cmd = fmt::format("cd {} && {} OPENBLAS_NUM_THREADS=1 timeout -k 5 120 {} -n {} {} generate deck.toml {}",
+                                      dir, without_parent_mpi_env(), local_mpiexec(), np, trident_binary(), args);
+  r.rc = run_command(cmd, &r.out);
+  r.out = "$ " + cmd + "\n" + r.out;
+  return r;
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream f(path);
+  return nlohmann::json::parse(f);
+}
+
+TEST(GenerateCommand, RefusesWhatItCannotGenerate) {
+  const std::string dir = make_temp_dir("trident-generate");
+  write_file(dir + "/deck.toml", kTinyTextDeck);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--prompt x", "nothing to generate from: no --checkpoint, no [checkpoint] dir and no [model] init_from"},
+      {"--set model.init_from=/nonexistent --prompt x", "init_from"},
+      {"--checkpoint missing_dir --prompt x", "missing_dir"},
+  };
+  for (const auto& [args, message] : cases) {
+    const GenerateRun r = run_generate(dir, 1, args);
+    EXPECT_EQ(r.rc, 2) << r.out;
+    EXPECT_THAT(r.out, HasSubstr(message));
+  }
+  fs::remove_all(dir);
+}
+
+TEST(GenerateCommand, SamplesFromACheckpointAlikeOnOneAndTwoRanks) {
+  const TrainOutput trained = run_train(1, kTinyTextDeck, {"train.steps=3", "checkpoint.dir=ckpt"});
+  ASSERT_EQ(trained.rc, 0) << trained.out;
+  const std::string& dir = trained.dir;
+  const std::string sampling = "--set checkpoint.dir=ckpt --prompt 'The ' --max-new-tokens 10 --samples 2 --seed 3";
+  const GenerateRun one = run_generate(dir, 1, sampling + " --json one.json");
+  ASSERT_EQ(one.rc, 0) << one.out;
+  EXPECT_THAT(one.out, HasSubstr("--- sample 1 of 2 (10 tokens) ---\nThe "));
+  EXPECT_THAT(one.out, HasSubstr("KV cache"));
+  const auto a = read_json(dir + "/one.json");
+  ASSERT_EQ(a.at("samples").size(), 2u);
+  EXPECT_EQ(a.at("samples").at(0).at("tokens").size(), 10u);  // bytes have no end-of-text token: no early stop
+  EXPECT_EQ(a.at("prompt_tokens"), nlohmann::json({'T', 'h', 'e', ' '}));
+  const GenerateRun two = run_generate(dir, 2, sampling + " --json two.json");
+  ASSERT_EQ(two.rc, 0) << two.out;
+  EXPECT_EQ(read_json(dir + "/two.json").at("samples"), a.at("samples")) << "tp 2 samples as tp 1 does";
+
+  const std::vector<std::pair<std::string, std::string>> refusals = {
+      {"--set checkpoint.dir=ckpt --prompt abc --max-new-tokens 15", "the prompt (3 tokens) and --max-new-tokens 15 "
+                                                                      "need 17 positions; the model has seq_len = 16"},
+      {"--set checkpoint.dir=ckpt --prompt abc --prompt-ids 1,2", "give one of --prompt, --prompt-file and --prompt-ids"},
+      {"--set checkpoint.dir=ckpt --prompt-ids 1,x", "--prompt-ids: \"1,x\" is not a list of token ids in [0, 256)"},
+      {"--set checkpoint.dir=ckpt --prompt-ids 256", "not a list of token ids in [0, 256)"},
+      {"--set checkpoint.dir=ckpt --prompt x --temperature -1", "temperature -1 must be >= 0"},
+      {"--set checkpoint.dir=ckpt --prompt x --top-p 0", "top-p 0 must be in (0, 1]"},
+      {"--set checkpoint.dir=ckpt", "data.tokenizer = \"bytes\" has no end-of-text token to start from: give a prompt"},
+      {"--set checkpoint.dir=ckpt --prompt-file /dev/null/x", "--prompt-file"},
+  };
+  for (const auto& [args, message] : refusals) {
+    const GenerateRun r = run_generate(dir, 1, args);
+    EXPECT_EQ(r.rc, 2) << r.out;
+    EXPECT_THAT(r.out, HasSubstr(message));
+  }
+  fs::remove_all(dir);
+}
+
+// Samples at every sample_every-th step, in the log and the metrics, reproducible, and the same under ZeRO-3
+// at dp 2 (the gathered parameters equal the serial run's up to rounding a sample never sees).
+TEST(TrainSamples, PrintedAndWrittenToTheMetrics) {
+  const std::vector<std::string> sets = {"train.steps=4", "train.sample_every=2", "train.sample_tokens=8",
+                                         "train.sample_prompt=The"};
+  const TrainOutput first = run_train(1, kTinyTextDeck, sets);
+  ASSERT_EQ(first.rc, 0) << first.out;
+  ASSERT_EQ(first.steps.size(), 4u);
+  EXPECT_FALSE(first.steps[0].contains("sample"));
+  EXPECT_FALSE(first.steps[2].contains("sample"));
+  for (const size_t i : {1u, 3u}) {
+    ASSERT_TRUE(first.steps[i].contains("sample")) << first.steps[i].dump();
+    const std::string text = first.steps[i].at("sample").get<std::string>();
+    EXPECT_EQ(text.rfind("The", 0), 0u) << text;
+    EXPECT_GE(text.size(), 3u + 8u) << "8 byte tokens after the prompt (U+FFFD may stand for a byte)";
+    EXPECT_THAT(first.out, HasSubstr(fmt::format("sample at step {}:\n---\n{}", i + 1, text)));
+  }
+  const TrainOutput again = run_train(1, kTinyTextDeck, sets);
+  ASSERT_EQ(again.rc, 0) << again.out;
+  EXPECT_EQ(again.steps[3].at("sample"), first.steps[3].at("sample"));
+  std::vector<std::string> zero3 = sets;
+  zero3.insert(zero3.end(), {"mesh.dp=2", "mesh.zero=3"});
+  const TrainOutput sharded = run_train(2, kTinyTextDeck, zero3);
+  ASSERT_EQ(sharded.rc, 0) << sharded.out;
+  ASSERT_EQ(sharded.steps.size(), 4u);
+  EXPECT_EQ(sharded.steps[3].at("sample"), first.steps[3].at("sample"));
+  fs::remove_all(first.dir);
+  fs::remove_all(again.dir);
+  fs::remove_all(sharded.dir);
+}
+
+}  // namespace
+}  // namespace trident::test
