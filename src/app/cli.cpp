@@ -97,7 +97,8 @@ int parse_and_run(int argc, char** argv) {
   auto* gen = app.add_subcommand("generate", "Text from a checkpoint (KV cache; tensor-parallel over the ranks)");
   add_deck_args(gen, gen_args);
   gen->add_option("--checkpoint", gen_args.checkpoint,
-                  "Checkpoint file, or directory (its newest); default: the deck's checkpoint.dir, else model.init_from");
+                  "Checkpoint file, or directory (its newest), or an export (`ckpt export`'s directory); default: the "
+                  "deck's checkpoint.dir, else model.init_from");
   gen->add_option("--prompt", gen_args.prompt, "Text to continue (default: the end-of-text token)");
   gen->add_option("--prompt-file", gen_args.prompt_file, "Read the prompt from this file");
   gen->add_option("--prompt-ids", gen_args.prompt_ids, "The prompt as token ids: \"464, 3290\"");

@@ -3,11 +3,28 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <filesystem>
+
 #include "app/backend_startup.hpp"
 #include "app/memory_check.hpp"
 #include "train/preflight.hpp"
 
 namespace trident {
+namespace {
+
+// `ckpt export`'s output (its directory, or the model.safetensors in it) given where a checkpoint goes:
+// the weights to read as model.init_from; "" for anything else.
+std::string exported_weights(const std::string& arg) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const std::string suffix = ".safetensors";
+  if (arg.size() > suffix.size() && arg.compare(arg.size() - suffix.size(), suffix.size(), suffix) == 0) return arg;
+  if (fs::is_directory(arg, ec) && fs::exists(fs::path(arg) / "model.safetensors", ec))
+    return (fs::path(arg) / "model.safetensors").string();
+  return "";
+}
+
+}  // namespace
 
 Config load_inference_deck(const DeckArgs& args, const std::string& checkpoint_arg, const char* verb,
                            std::string* checkpoint) {
@@ -21,7 +38,12 @@ Config load_inference_deck(const DeckArgs& args, const std::string& checkpoint_a
         std::string("train.global_batch=1"), std::string("train.recompute=full")})
     deck.overrides.push_back(set);
   Config cfg = load_deck_logged(deck, DeckOptions{world});
-  *checkpoint = model_checkpoint(checkpoint_arg, cfg, verb);
+  if (const std::string weights = exported_weights(checkpoint_arg); !weights.empty()) {
+    cfg.model.init_from = weights;
+    checkpoint->clear();
+  } else {
+    *checkpoint = model_checkpoint(checkpoint_arg, cfg, verb);
+  }
   cfg.checkpoint.resume = checkpoint->empty() ? "never" : *checkpoint;
   cfg.checkpoint.dir.clear();
   cfg.checkpoint.every_steps = 0;

@@ -15,7 +15,8 @@
 namespace trident {
 
 // The deck as these commands run it, and in *checkpoint the checkpoint to read ("" for model.init_from;
-// see model_checkpoint). `verb` says what the command does, for the message when there is no model.
+// see model_checkpoint). `checkpoint_arg` may also name an export (`ckpt export`'s directory or its
+// model.safetensors): it is then read as model.init_from. `verb` says what the command does, for the message when there is no model.
 Config load_inference_deck(const DeckArgs& args, const std::string& checkpoint_arg, const char* verb,
                            std::string* checkpoint);
 

@@ -73,6 +73,20 @@ TEST(GenerateCommand, SamplesFromACheckpointAlikeOnOneAndTwoRanks) {
   ASSERT_EQ(two.rc, 0) << two.out;
   EXPECT_EQ(read_json(dir + "/two.json").at("samples"), a.at("samples")) << "tp 2 samples as tp 1 does";
 
+  // From the export (`ckpt export`'s directory stands for model.init_from): the checkpoint's greedy tokens.
+  std::string log;
+  const std::string export_cmd = fmt::format("cd {} && {} {} ckpt export ckpt --out hf", dir, without_parent_mpi_env(),
+                                             trident_binary());
+  ASSERT_EQ(run_command(export_cmd, &log), 0) << export_cmd << "\n" << log;
+  const GenerateRun from_ckpt = run_generate(dir, 1, sampling + " --temperature 0 --json greedy_ckpt.json");
+  const GenerateRun from_export =
+      run_generate(dir, 1, "--checkpoint hf --prompt 'The ' --max-new-tokens 10 --temperature 0 --json greedy_hf.json");
+  ASSERT_EQ(from_ckpt.rc, 0) << from_ckpt.out;
+  ASSERT_EQ(from_export.rc, 0) << from_export.out;
+  EXPECT_THAT(from_export.out, HasSubstr("model.init_from hf/model.safetensors"));
+  EXPECT_EQ(read_json(dir + "/greedy_hf.json").at("samples").at(0),
+            read_json(dir + "/greedy_ckpt.json").at("samples").at(0));
+
   const std::vector<std::pair<std::string, std::string>> refusals = {
       {"--set checkpoint.dir=ckpt --prompt abc --max-new-tokens 15", "the prompt (3 tokens) and --max-new-tokens 15 "
                                                                       "need 17 positions; the model has seq_len = 16"},
