@@ -23,7 +23,7 @@ std::string limit_text(double s) { return s > 0 ? fmt::format("{:g} s", s) : std
 
 Config load_deck_logged(const DeckArgs& args, const DeckOptions& options) {
   Config cfg = load_deck(args.deck, args.overrides, options);
-  for (const auto& w : cfg.warnings) log::info("warning: {}", w);
+  for (const auto& w : cfg.warnings) log::root_warn("{}", w);  // every rank loads the deck: said once
   return cfg;
 }
 

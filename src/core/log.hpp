@@ -23,6 +23,12 @@ void warn(fmt::format_string<Args...> f, Args&&... args) {
   spdlog::warn(f, std::forward<Args>(args)...);
 }
 
+// A warning about the whole job that every rank reaches alike (the deck): printed by rank 0 only.
+template <typename... Args>
+void root_warn(fmt::format_string<Args...> f, Args&&... args) {
+  if (is_root()) spdlog::warn(f, std::forward<Args>(args)...);
+}
+
 template <typename... Args>
 void error(fmt::format_string<Args...> f, Args&&... args) {
   spdlog::error(f, std::forward<Args>(args)...);

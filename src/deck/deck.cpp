@@ -257,6 +257,13 @@ class DeckReader {
                  fmt::format("[data] format = \"text\" reads bytes as token ids, so [data] tokenizer must be \"bytes\", "
                              "not \"{}\" (`trident data prepare` makes GPT-2 tokens from text)",
                              to_string(cfg.data.tokenizer)));
+    if (cfg.data.format == DataFormat::Text && m.vocab_size > 256)
+      cfg.warnings.push_back(fmt::format(
+          "{}: [data] format = \"text\" trains on bytes: token ids 0-255 use only 256 of the {} ids of [model] "
+          "vocab_size ({}); for GPT-2 tokens run `trident data prepare TEXT -o PREFIX` and train on its shards "
+          "with [data] format = \"llmc\"",
+          where("data", "format"), m.vocab_size,
+          given("model", "vocab_size") ? where("model", "vocab_size") : std::string("its default")));
     if (cfg.data.tokenizer == Tokenizer::Gpt2 && m.vocab_size < kGpt2VocabSize)
       rule_error("data", "tokenizer",
                  fmt::format("[data] tokenizer = \"gpt2\" makes ids up to {}, so [model] vocab_size = {} must be >= {}",

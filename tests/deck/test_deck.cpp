@@ -436,7 +436,9 @@ TEST(DeckDefaults, DocumentedTypeDefaultAndRange) {
 // The empty deck resolves every key to its documented default.
 TEST(DeckDefaults, EmptyDeckResolvesToDocumentedDefaults) {
   const Config cfg = parse("");
-  EXPECT_TRUE(cfg.warnings.empty());
+  // The defaults train bytes of text with GPT-2's vocabulary size: said, not refused.
+  ASSERT_EQ(cfg.warnings.size(), 1u);
+  EXPECT_NE(cfg.warnings[0].find("trains on bytes"), std::string::npos) << cfg.warnings[0];
   const toml::table resolved = toml::parse(cfg.resolved_toml);
   for (const auto& r : key_rows()) {
     SCOPED_TRACE(r.section + "." + r.key);
@@ -617,20 +619,37 @@ TEST(Deck, ValStepsAll) {
 // Warnings, overrides, paths, round trip.
 
 TEST(DeckWarnings, ZeroWithOneDpRank) {
-  const Config c = parse("[mesh]\nzero = 1\n");
+  const Config c = parse("[mesh]\nzero = 1\n", {"model.vocab_size=256"});
   EXPECT_EQ(c.warnings, std::vector<std::string>{"deck.toml:2:8: [mesh] zero = 1 has no effect with dp = 1"});
-  EXPECT_TRUE(parse("[mesh]\nzero = 1\ndp = 2\n").warnings.empty());
+  EXPECT_TRUE(parse("[mesh]\nzero = 1\ndp = 2\n", {"model.vocab_size=256"}).warnings.empty());
+}
+
+// Byte-level text with a GPT-2-sized vocabulary (the defaults): trains, but says that only 256 ids are
+// used and how to get GPT-2 tokens; naming where each value came from.
+TEST(DeckWarnings, TextWithMoreThan256IdsSaysItTrainsOnBytes) {
+  const std::string hint =
+      "; for GPT-2 tokens run `trident data prepare TEXT -o PREFIX` and train on its shards with [data] format = "
+      "\"llmc\"";
+  EXPECT_EQ(parse("[model]\nvocab_size = 50257\n[data]\nformat = \"text\"\n").warnings,
+            std::vector<std::string>{"deck.toml:4:10: [data] format = \"text\" trains on bytes: token ids 0-255 use "
+                                     "only 256 of the 50257 ids of [model] vocab_size (deck.toml:2:14)" + hint});
+  EXPECT_EQ(parse("", {"model.vocab_size=50304"}).warnings,
+            std::vector<std::string>{"deck.toml: [data] format = \"text\" trains on bytes: token ids 0-255 use only "
+                                     "256 of the 50304 ids of [model] vocab_size (--set model.vocab_size=50304)" + hint});
+  EXPECT_TRUE(parse("[model]\nvocab_size = 256\n[data]\nformat = \"text\"\n").warnings.empty());
+  EXPECT_TRUE(parse("[data]\nformat = \"llmc\"\n").warnings.empty());
 }
 
 TEST(DeckWarnings, OneFOneBWithFewerMicroBatchesThanStages) {
-  EXPECT_EQ(parse("[mesh]\npp = 4\n[train]\nglobal_batch = 2\n").warnings,
+  EXPECT_EQ(parse("[mesh]\npp = 4\n[train]\nglobal_batch = 2\n", {"model.vocab_size=256"}).warnings,
             std::vector<std::string>{"deck.toml:1:1: 1f1b with 2 micro-batch(es) per step and pp = 4: fewer "
                                      "micro-batches than stages leaves most of the pipeline idle"});
-  EXPECT_EQ(parse("[mesh]\npp = 4\nschedule = \"1f1b\"\n[train]\nglobal_batch = 2\n").warnings,
+  EXPECT_EQ(parse("[mesh]\npp = 4\nschedule = \"1f1b\"\n[train]\nglobal_batch = 2\n", {"model.vocab_size=256"}).warnings,
             std::vector<std::string>{"deck.toml:3:12: 1f1b with 2 micro-batch(es) per step and pp = 4: fewer "
                                      "micro-batches than stages leaves most of the pipeline idle"});
-  EXPECT_TRUE(parse("[mesh]\npp = 4\n[train]\nglobal_batch = 4\n").warnings.empty());
-  EXPECT_TRUE(parse("[mesh]\npp = 4\nschedule = \"gpipe\"\n[train]\nglobal_batch = 2\n").warnings.empty());
+  EXPECT_TRUE(parse("[mesh]\npp = 4\n[train]\nglobal_batch = 4\n", {"model.vocab_size=256"}).warnings.empty());
+  EXPECT_TRUE(
+      parse("[mesh]\npp = 4\nschedule = \"gpipe\"\n[train]\nglobal_batch = 2\n", {"model.vocab_size=256"}).warnings.empty());
 }
 
 TEST(DeckOverrides, ValuesAreTypedAsToml) {
