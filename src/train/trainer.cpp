@@ -26,6 +26,7 @@
 #include "train/checkpointing.hpp"
 #include "train/memory_report.hpp"
 #include "train/preflight.hpp"
+#include "train/peak_throughput.hpp"
 #include "train/stop_signals.hpp"
 
 namespace trident {
@@ -111,7 +112,11 @@ Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh) : cfg_
 
   data_ = open_training_data(cfg_);
   flops_per_token_ = model_flops_per_token(cfg_.model);
-  peak_tflops_ = cfg_.runtime.peak_tflops > 0 ? cfg_.runtime.peak_tflops : k_.peak_tflops();
+  {
+    const PeakThroughput peak = resolve_peak_throughput(cfg_, k_, mesh_ ? &mesh_->world() : nullptr);
+    peak_tflops_ = peak.tflops;
+    peak_source_ = peak.source;
+  }
   finisher_ = std::make_unique<GradientFinisher>(shapes_, k_, mesh_, chunks_, optimizers_, reducer_.get());
 
   checkpoints_ = std::make_unique<TrainingCheckpoints>(cfg_, k_, mesh_, chunks_, optimizers_, reducer_.get());
@@ -343,8 +348,7 @@ std::vector<StepMetrics> Trainer::run() {
             describe(memory_account()));
   log::info("data: {}; {} tokens per step in {} micro-batch(es) of {}", data_.train_stream->describe(),
             cfg_.tokens_per_step(), cfg_.micro_batches_per_step(), t.micro_batch);
-  log::info("throughput reference: {:.3f} TFLOP/s per rank ({})", peak_tflops_,
-            cfg_.runtime.peak_tflops > 0 ? "runtime.peak_tflops" : "the backend's estimate: measured sgemm rate of this CPU, or the GPU's dense bf16 peak");
+  log::info("throughput reference for MFU: {:.3f} TFLOP/s per rank ({})", peak_tflops_, peak_source_);
 
   std::unique_ptr<MetricsWriter> metrics;
   if (!cfg_.runtime.metrics.empty() && (!mesh_ || mesh_->world_rank() == 0)) {
