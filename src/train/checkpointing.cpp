@@ -173,6 +173,8 @@ void TrainingCheckpoints::after_step(int64_t step, double loss) {
   const std::string path =
       write_checkpoint(cfg_.checkpoint.dir, cfg_, st.shards, progress_after_step(cfg_, step, loss), comm_);
   const double total_s = seconds_since(start);
+  last_written_ = path;
+  last_written_step_ = step;
   if (log::is_root()) {
     std::error_code ec;
     const auto bytes = fs::file_size(path, ec);
