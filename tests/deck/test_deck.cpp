@@ -182,10 +182,16 @@ std::vector<BadDeck> bad_decks() {
        "deck.toml:2:6: [model] heads = 12 is not divisible by [mesh] tp = 5"},
       {"FfnNotDivisibleByTp", "[model]\nffn_hidden = 3071\n[mesh]\ntp = 2\n", {}, 0,
        "deck.toml:4:6: [model] ffn_hidden = 3071 is not divisible by [mesh] tp = 2"},
+      // The rank count blames where each factor was set: the deck's lines, a --set before them.
       {"WorldSizeMismatch", "[mesh]\ntp = 2\npp = 2\n", {}, 8,
-       "deck.toml:2:6: [mesh] tp*pp*dp = 2*2*1 = 4 but the job has 8 ranks"},
+       "deck.toml:2:6: [mesh] tp*pp*dp = 2*2*1 = 4 but the job has 8 ranks (tp = 2 at deck.toml:2:6, pp = 2 at "
+       "deck.toml:3:6, dp = 1 by default); launch 4 rank(s) or change the mesh"},
+      {"WorldSizeMismatchFromSet", "[mesh]\ntp = 2\n", {"mesh.dp=4"}, 4,
+       "--set mesh.dp=4: [mesh] tp*pp*dp = 2*1*4 = 8 but the job has 4 ranks (tp = 2 at deck.toml:2:6, pp = 1 by "
+       "default, dp = 4 from --set mesh.dp=4); launch 8 rank(s) or change the mesh"},
       {"WorldSizeMismatchNoMesh", "[model]\nlayers = 4\n", {}, 2,
-       "deck.toml: [mesh] tp*pp*dp = 1*1*1 = 1 but the job has 2 ranks"},
+       "deck.toml: [mesh] tp*pp*dp = 1*1*1 = 1 but the job has 2 ranks (tp = 1 by default, pp = 1 by default, dp = "
+       "1 by default); launch 1 rank(s) or change the mesh"},
       {"GlobalBatchNotDivisible", "[train]\nmicro_batch = 4\nglobal_batch = 10\n", {}, 0,
        "deck.toml:3:16: [train] global_batch = 10 is not divisible by micro_batch*dp = 4*1 = 4"},
       {"GlobalBatchNotDivisibleByDp", "[mesh]\ndp = 3\n", {}, 0,
@@ -1131,7 +1137,8 @@ TEST(DeckCli, CheckRefusesWhatTrainRefusesWithTheSameMessage) {
   // The world size: `check --ranks 3` refuses what `mpiexec -n 3 trident train` refuses.
   const CliRun check = run_trident("check --ranks 3 " + base + " --set mesh.dp=2", dir);
   EXPECT_EQ(check.rc, 2);
-  EXPECT_THAT(check.err, HasSubstr("3"));
+  EXPECT_THAT(check.err, HasSubstr("--set mesh.dp=2: [mesh] tp*pp*dp = 1*1*2 = 2 but the job has 3 ranks (tp = 1 at " +
+                                   base + ":12:6, pp = 1 at " + base + ":13:6, dp = 2 from --set mesh.dp=2)"));
   std::string ignored;
   test::run_command(fmt::format("(cd {} && {} {} -n 3 {} train {} --set mesh.dp=2 >train.out 2>train.err)", dir,
                                 test::without_parent_mpi_env(), test::local_mpiexec(), test::trident_binary(), base),
