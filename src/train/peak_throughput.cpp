@@ -1,6 +1,7 @@
 #include "train/peak_throughput.hpp"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -140,7 +141,16 @@ void write_cpu_peak(const std::string& path, const std::string& key, double tflo
   const toml::table t{{"format", kFormat}, {"key", key}, {"tflops", tflops}, {"measured", utc_now()}};
   std::ostringstream text;
   text << "# trident's measured sgemm peak for MFU (runtime.peak_tflops overrides it)\n" << t << "\n";
-  write_file_atomically("the CPU peak cache", path, text.str());
+  // Ranks of other jobs may write the same file at the same moment: each writes its own name, then
+  // renames it into place.
+  const std::string own = fmt::format("{}.{}", path, getpid());
+  write_file_atomically("the CPU peak cache", own, text.str());
+  std::filesystem::rename(own, path, ec);
+  if (ec) {
+    const int err = ec.value();
+    std::filesystem::remove(own, ec);
+    throw OutputError("the CPU peak cache", path, err, "cannot rename into place");
+  }
 }
 
 PeakThroughput resolve_peak_throughput(const Config& cfg, Kernels& k, Group* world) {
