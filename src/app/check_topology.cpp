@@ -8,7 +8,9 @@
 #include "app/memory_check.hpp"
 #include "app/slurm_startup.hpp"
 #include "app/backend_startup.hpp"
+#include "comm/layout_text.hpp"
 #include "comm/mesh.hpp"
+#include "core/error.hpp"
 #include "core/log.hpp"
 #include "planner/plan_command.hpp"
 #include "train/preflight.hpp"
@@ -19,11 +21,22 @@ namespace {
 std::string gb(double bytes) { return fmt::format("{:.2f} GB", bytes / 1e9); }
 std::string limit_text(double s) { return s > 0 ? fmt::format("{:g} s", s) : std::string("off"); }
 
+// `topology --ranks N`: the layout of a launch on N ranks, from the deck alone (nothing started).
+int preview_topology(const TopologyArgs& args, int world) {
+  if (world > 1 && world != args.ranks)
+    throw Error(fmt::format("topology --ranks {} previews a launch without making it, but this job has {} ranks: run "
+                            "it as one process, or drop --ranks to see this job's layout",
+                            args.ranks, world));
+  const Config cfg = load_deck_logged(args, DeckOptions{args.ranks});
+  if (log::is_root()) std::cout << describe_layout_preview(MeshLayout(cfg.mesh)) << std::flush;
+  return 0;
+}
+
 }  // namespace
 
 Config load_deck_logged(const DeckArgs& args, const DeckOptions& options) {
   Config cfg = load_deck(args.deck, args.overrides, options);
-  for (const auto& w : cfg.warnings) log::info("warning: {}", w);
+  for (const auto& w : cfg.warnings) log::root_warn("{}", w);  // every rank loads the deck: said once
   return cfg;
 }
 
@@ -62,9 +75,10 @@ int run_check(const CheckArgs& args) {
   return 0;
 }
 
-int run_topology(const DeckArgs& args) {
+int run_topology(const TopologyArgs& args) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (args.ranks > 0) return preview_topology(args, world);
   check_mpi_matches_slurm(world);
   const Config cfg = load_deck_logged(args, DeckOptions{world});
   ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);

@@ -73,7 +73,8 @@ int parse_and_run(int argc, char** argv) {
                                         (TRIDENT_CUDA_ENABLED ? " (CUDA build)" : " (CPU build)"));
   app.require_subcommand(1);
 
-  DeckArgs train_args, topo_args;
+  DeckArgs train_args;
+  TopologyArgs topo_args;
   CheckArgs check_args;
   auto* train = app.add_subcommand("train", "Train the model the deck describes");
   add_deck_args(train, train_args);
@@ -117,6 +118,9 @@ int parse_and_run(int argc, char** argv) {
   gen->add_option("--json", gen_args.json, "Also write the prompt and samples (text and ids) to this file");
   auto* topology = app.add_subcommand("topology", "Print each rank's node and (dp, pp, tp) coordinates and every group");
   add_deck_args(topology, topo_args);
+  topology->add_option("--ranks", topo_args.ranks,
+                       "Preview the layout for this many ranks without launching them (as `check --ranks N`)")
+      ->check(CLI::PositiveNumber);
   auto* reference = app.add_subcommand("deck-reference", "Print the Markdown reference of every deck key");
   planner::add_plan_command(app, [](const std::string& deck, const std::vector<std::string>& overrides) {
     return load_deck(deck, overrides, DeckOptions{});

@@ -23,6 +23,12 @@ struct CheckArgs : DeckArgs {
   bool deck_only = false;
 };
 
+// `topology`: on the launched job, or (ranks > 0) a preview of the layout for that many ranks without
+// launching them.
+struct TopologyArgs : DeckArgs {
+  int ranks = 0;
+};
+
 // `eval`: the loss over the whole of `data` (default: data.val_path) of the model in `checkpoint` (a file
 // or a directory's newest; default: checkpoint.dir's newest, else model.init_from); `json`: also write
 // the figures there.
@@ -45,7 +51,7 @@ int run_eval(const EvalArgs& args);
 int run_eval_hellaswag(const EvalArgs& args);
 int run_generate(const GenerateArgs& args);
 int run_check(const CheckArgs& args);
-int run_topology(const DeckArgs& args);
+int run_topology(const TopologyArgs& args);
 
 // `trident ckpt list|inspect|verify|export`.
 void add_ckpt_command(CLI::App& app);

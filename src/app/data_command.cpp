@@ -9,6 +9,7 @@
 #include "app/commands.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/log_streams.hpp"
 #include "data/prepare.hpp"
 
 namespace trident {
@@ -76,6 +77,7 @@ void add_data_command(CLI::App& app) {
       ->check(CLI::IsMember({"replace", "error"}))
       ->capture_default_str();
   prepare->callback([o, invalid] {
+    log::use_job_log_streams();
     o->invalid_utf8_is_error = *invalid == "error";
     const PrepareSummary summary = prepare_dataset(*o, MPI_COMM_WORLD);
     if (log::is_root()) print_summary(*o, summary);

@@ -16,6 +16,7 @@
 #include "comm/watchdog.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/log_streams.hpp"
 #include "core/output_file.hpp"
 #include "train/preflight.hpp"
 #include "train/trainer.hpp"
@@ -41,6 +42,7 @@ Config evaluation_config(Config cfg, const std::string& checkpoint, const std::s
 }  // namespace
 
 int run_eval(const EvalArgs& args) {
+  log::use_job_log_streams();
   if (!args.hellaswag.empty()) return run_eval_hellaswag(args);
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);

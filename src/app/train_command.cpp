@@ -10,6 +10,7 @@
 #include "comm/mesh.hpp"
 #include "comm/watchdog.hpp"
 #include "core/log.hpp"
+#include "core/log_streams.hpp"
 #include "train/preflight.hpp"
 #include "train/trainer.hpp"
 
@@ -21,6 +22,7 @@ constexpr int kTopologyLogRanks = 64;
 }  // namespace
 
 int run_train(const DeckArgs& args) {
+  log::use_job_log_streams();  // the log is train's output: information on stdout, problems on stderr
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   check_mpi_matches_slurm(world);

@@ -135,7 +135,17 @@ class InjectedCrash : public Error {
   using Error::Error;
 };
 
+// What a write took: the file's bytes and the phases on rank 0.
+struct WriteStats {
+  int64_t bytes = 0;
+  double seconds = 0, pack = 0, io = 0, commit = 0;  // whole write; pack+checksum, HDF5 writes, flush to latest
+  bool collective = false;                           // collective (MPI-IO) data writes
+};
+
 struct WriteOptions {
+  // Filled when given; write_checkpoint then leaves its log line to the caller (the trainer prints one
+  // line per checkpoint with the staging time too).
+  WriteStats* stats = nullptr;
   CrashPoint crash_at = CrashPoint::None;
   int64_t alignment_bytes = 0;   // H5Pset_alignment for datasets >= 1 MiB (file-system stripe size); 0 = off
   // Test hook: this rank's first tensor data write fails as an I/O error would (after the call, so

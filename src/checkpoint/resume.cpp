@@ -79,14 +79,14 @@ std::string resolve_checkpoint(const std::string& file_or_dir) {
   try {
     latest = latest_checkpoint(file_or_dir);
   } catch (const CheckpointError& e) {
-    log::warn("checkpoint: {}; going by the checkpoint files instead", e.what());
+    log::root_warn("checkpoint: {}; going by the checkpoint files instead", e.what());  // every rank reads it alike
   }
   if (!latest.empty() && fs::is_regular_file(latest, ec)) return latest;
   const auto all = list_checkpoints(file_or_dir);
   if (all.empty()) throw CheckpointError(fmt::format("{}: no checkpoint in this directory", file_or_dir));
   if (!latest.empty())
-    log::warn("checkpoint: {}/latest names {}, which does not exist; using the newest file, {}", file_or_dir, latest,
-              all.front());
+    log::root_warn("checkpoint: {}/latest names {}, which does not exist; using the newest file, {}", file_or_dir,
+                   latest, all.front());
   return all.front();
 }
 

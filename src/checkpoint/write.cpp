@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <map>
 #include <regex>
+#include <set>
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checksum.hpp"
@@ -374,7 +375,9 @@ void prune(const std::string& dir, int64_t keep, int64_t written_step) {
   int64_t kept = 0;
   for (const auto& c : scan_checkpoints(dir)) {
     if (c.stray()) {
-      log::warn("checkpoint: {}: never deleted by keep", stray_reason(c));
+      // Said once per file, not at every write that prunes.
+      static std::set<std::string> reported;
+      if (reported.insert(c.path).second) log::warn("checkpoint: {}: never deleted by keep", stray_reason(c));
       continue;
     }
     if (c.name_step > written_step) continue;
@@ -430,6 +433,10 @@ std::string write_checkpoint(const std::string& dir, const Config& cfg, const st
   });
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   phases.commit = seconds_since(commit_start);
+  if (options.stats) {
+    *options.stats = WriteStats{bytes, s, phases.pack, phases.io, phases.commit, collective_data(cfg)};
+    return final_path;
+  }
   log::info("checkpoint: wrote {} (step {}, {:.1f} MiB in {:.2f} s, {:.0f} MiB/s; rank 0: pack+checksum {:.2f} s, "
             "HDF5 writes {:.2f} s ({}), flush+fsync+rename+latest {:.2f} s)",
             final_path, progress.step, bytes / 1048576.0, s, bytes / 1048576.0 / std::max(s, 1e-9), phases.pack,

@@ -4,12 +4,12 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <set>
 #include <sstream>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
 
+#include "comm/layout_text.hpp"
 #include "comm/staging.hpp"
 #include "cuda_module.hpp"
 
@@ -45,10 +45,6 @@ std::unique_ptr<Group> make_group(const char* name, MPI_Comm world, std::vector<
   MPI_Comm comm;
   MPI_Comm_split(world, /*color=*/members[0], /*key=*/position, &comm);
   return std::make_unique<Group>(name, comm, std::move(members), wait);
-}
-
-std::string join(const std::vector<int>& v) {
-  return fmt::format("[{}]", fmt::join(v, " "));
 }
 
 // The name users know this rank's node by: Slurm's node name (SLURMD_NODENAME) inside a job, else
@@ -144,16 +140,7 @@ std::string ParallelMesh::describe() {
     os << fmt::format("{:5d} {:5d} {:6d} {:5d} {:5d} {:5d}  {}\n", r, v[0], v[1], v[2], v[3], v[4],
                       std::string(&names[size_t(r) * kName]));
   }
-  auto groups = [&](const char* name, auto members) {
-    std::set<std::vector<int>> seen;
-    for (int r = 0; r < n; ++r) seen.insert(members(r));
-    os << name << " groups:";
-    for (const auto& g : seen) os << " " << join(g);
-    os << "\n";
-  };
-  groups("TP", [&](int r) { return layout_.tp_group(r); });
-  groups("PP", [&](int r) { return layout_.pp_group(r); });
-  groups("DP", [&](int r) { return layout_.dp_group(r); });
+  os << describe_groups(layout_);
   return os.str();
 }
 

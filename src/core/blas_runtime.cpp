@@ -49,12 +49,13 @@ void tune_blas_for_this_cpu(int /*argc*/, char** argv) {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   if (ec) return;
   // A signal arriving between the exec and the new image's handlers would find the default action
-  // (SIGUSR1, SIGTERM: death). Blocked signals stay pending across execv; main unblocks them once its
+  // (SIGUSR1, SIGTERM, SIGINT: death). Blocked signals stay pending across execv; main unblocks them once its
   // handlers are back.
   sigset_t stop_signals, previous;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGUSR1);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
   sigprocmask(SIG_BLOCK, &stop_signals, &previous);
   execv(self.c_str(), argv);  // only returns on failure: then run on with the slow kernels
   sigprocmask(SIG_SETMASK, &previous, nullptr);

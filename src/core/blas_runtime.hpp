@@ -9,7 +9,7 @@
 namespace trident {
 
 // Call first thing in main(), before MPI_Init: it may re-exec the process with the same arguments,
-// with SIGUSR1 and SIGTERM blocked (pending signals survive the exec; the new image unblocks them).
+// with SIGUSR1, SIGTERM and SIGINT blocked (pending signals survive the exec; the new image unblocks them).
 void tune_blas_for_this_cpu(int argc, char** argv);
 
 // The OpenBLAS kernel family in use (e.g. "SkylakeX", "Haswell", "Prescott").

@@ -5,7 +5,9 @@
 
 namespace trident::log {
 
-// Sets the pattern and level for this rank. Call once after MPI_Init.
+// Sets the pattern and level for this rank. Call once after MPI_Init. Every line goes to stderr, so
+// that what a command prints on stdout (check, topology, plan --json) can be redirected cleanly;
+// core/log_streams.hpp splits them for the commands whose output is their log.
 void init(int world_rank, int world_size);
 
 // True on the rank that prints job-wide information (world rank 0).
@@ -21,6 +23,12 @@ void info(fmt::format_string<Args...> f, Args&&... args) {
 template <typename... Args>
 void warn(fmt::format_string<Args...> f, Args&&... args) {
   spdlog::warn(f, std::forward<Args>(args)...);
+}
+
+// A warning about the whole job that every rank reaches alike (the deck): printed by rank 0 only.
+template <typename... Args>
+void root_warn(fmt::format_string<Args...> f, Args&&... args) {
+  if (is_root()) spdlog::warn(f, std::forward<Args>(args)...);
 }
 
 template <typename... Args>

@@ -201,6 +201,30 @@ class DeckReader {
     throw Error(fmt::format("{}: {}", where(section, key), message));
   }
 
+  // Where a key's value was set: the --set argument, the deck's file:line:column; "" for a default.
+  std::string set_at(const std::string& section, const std::string& key) const {
+    if (auto it = override_text_.find(section + "." + key); it != override_text_.end()) return it->second;
+    const auto* sec = root_.get_as<toml::table>(section);
+    const toml::node* n = sec ? sec->get(key) : nullptr;
+    return n ? location(*n) : "";
+  }
+
+  // tp*pp*dp against the ranks launched, blaming where each factor was set (a --set first: the value
+  // most likely meant for another launch).
+  [[noreturn]] void world_size_error(const MeshConfig& mesh) const {
+    std::string blamed, origins;
+    for (const auto& [key, value] : {std::pair{"tp", mesh.tp}, std::pair{"pp", mesh.pp}, std::pair{"dp", mesh.dp}}) {
+      const std::string at = set_at("mesh", key);
+      origins += fmt::format("{}{} = {} {}", origins.empty() ? "" : ", ", key, value,
+                             at.empty() ? "by default" : (at.rfind("--set", 0) == 0 ? "from " : "at ") + at);
+      if (!at.empty() && (blamed.empty() || (at.rfind("--set", 0) == 0 && blamed.rfind("--set", 0) != 0))) blamed = at;
+    }
+    throw Error(fmt::format("{}: [mesh] tp*pp*dp = {}*{}*{} = {} but the job has {} ranks ({}); launch {} rank(s) or "
+                            "change the mesh",
+                            blamed.empty() ? source_ : blamed, mesh.tp, mesh.pp, mesh.dp, mesh.world_size(),
+                            options_.world_size, origins, mesh.world_size()));
+  }
+
   // mesh.dp = "auto" (0 until here): the world size over tp*pp.
   void resolve_auto_dp(MeshConfig& mesh) const {
     if (mesh.dp != 0) return;
@@ -227,10 +251,7 @@ class DeckReader {
     if (m.ffn_hidden % mesh.tp != 0)
       rule_error("mesh", "tp",
                  fmt::format("[model] ffn_hidden = {} is not divisible by [mesh] tp = {}", m.ffn_hidden, mesh.tp));
-    if (options_.world_size > 0 && mesh.world_size() != options_.world_size)
-      rule_error("mesh", "tp",
-                 fmt::format("[mesh] tp*pp*dp = {}*{}*{} = {} but the job has {} ranks", mesh.tp, mesh.pp, mesh.dp,
-                             mesh.world_size(), options_.world_size));
+    if (options_.world_size > 0 && mesh.world_size() != options_.world_size) world_size_error(mesh);
     if (t.global_batch % (t.micro_batch * mesh.dp) != 0)
       rule_error("train", "global_batch",
                  fmt::format("[train] global_batch = {} is not divisible by micro_batch*dp = {}*{} = {}",
@@ -267,6 +288,13 @@ class DeckReader {
                  fmt::format("[data] format = \"text\" reads bytes as token ids, so [data] tokenizer must be \"bytes\", "
                              "not \"{}\" (`trident data prepare` makes GPT-2 tokens from text)",
                              to_string(cfg.data.tokenizer)));
+    if (cfg.data.format == DataFormat::Text && m.vocab_size > 256)
+      cfg.warnings.push_back(fmt::format(
+          "{}: [data] format = \"text\" trains on bytes: token ids 0-255 use only 256 of the {} ids of [model] "
+          "vocab_size ({}); for GPT-2 tokens run `trident data prepare TEXT -o PREFIX` and train on its shards "
+          "with [data] format = \"llmc\"",
+          where("data", "format"), m.vocab_size,
+          given("model", "vocab_size") ? where("model", "vocab_size") : std::string("its default")));
     if (cfg.data.tokenizer == Tokenizer::Gpt2 && m.vocab_size < kGpt2VocabSize)
       rule_error("data", "tokenizer",
                  fmt::format("[data] tokenizer = \"gpt2\" makes ids up to {}, so [model] vocab_size = {} must be >= {}",

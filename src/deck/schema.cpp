@@ -419,8 +419,9 @@ std::vector<KeySpec> build() {
                      "What SIGUSR1 (Slurm's `--signal=USR1@N`, `scancel --signal=USR1`) does: every rank agrees on "
                      "the next step boundary, a checkpoint is written after that step, then the run exits with status "
                      "75 (checkpoint-exit; jobs/train.sbatch requeues the job on it) or goes on (checkpoint-continue). "
-                     "SIGTERM (time limit, scancel, preemption) always checkpoints and exits 75. Without "
-                     "[checkpoint] dir, SIGUSR1 is logged and SIGTERM ends the run (exit 143)."));
+                     "SIGTERM (time limit, scancel, preemption) and SIGINT (Ctrl-C) always checkpoint and exit 75; "
+                     "a second SIGINT ends the run at once (exit 130). Without [checkpoint] dir, SIGUSR1 is logged "
+                     "and SIGTERM (SIGINT) ends the run (exit 143, 130)."));
   return k;
 }
 

@@ -1,12 +1,13 @@
 #include "train/checkpointing.hpp"
 
-
 #include <chrono>
 #include <filesystem>
+#include <optional>
 
 #include "checkpoint/directory_lock.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "train/checkpoint_progress.hpp"
 #include "train/progress.hpp"
 
 namespace fs = std::filesystem;
@@ -170,15 +171,28 @@ void TrainingCheckpoints::after_step(int64_t step, double loss) {
   }
   const double copy_s = seconds_since(start);
   if (lock_) lock_->check_still_held();  // rank 0: never write over another run's checkpoints
-  const std::string path =
-      write_checkpoint(cfg_.checkpoint.dir, cfg_, st.shards, progress_after_step(cfg_, step, loss), comm_);
+  WriteStats stats;
+  std::string path;
+  {
+    std::optional<CheckpointWriteProgress> progress;
+    if (log::is_root()) progress.emplace(step, (fs::path(cfg_.checkpoint.dir) / checkpoint_file_name(step)).string());
+    WriteOptions options;
+    options.stats = &stats;
+    path = write_checkpoint(cfg_.checkpoint.dir, cfg_, st.shards, progress_after_step(cfg_, step, loss), comm_, options);
+  }
   const double total_s = seconds_since(start);
+  last_written_ = path;
+  last_written_step_ = step;
   if (log::is_root()) {
     std::error_code ec;
     const auto bytes = fs::file_size(path, ec);
-    const double mb = ec ? 0.0 : double(bytes) / 1e6;
-    log::info("checkpoint: step {} ({}) -> {}: {:.1f} MB in {:.2f} s, {:.0f} MB/s (device-to-host copy {:.2f} s)", step,
-              decision.reason, path, mb, total_s, mb / std::max(total_s, 1e-9), copy_s);
+    const double gb = double(ec ? stats.bytes : int64_t(bytes)) / 1e9;
+    // One line per checkpoint: the whole time, then its phases.
+    log::info("checkpoint: step {} ({}) -> {}: {} in {:.2f} s, {:.3g} GB/s (device-to-host copy {:.2f} s, "
+              "pack+checksum {:.2f} s, HDF5 writes {:.2f} s ({}), flush+fsync+rename+latest {:.2f} s)",
+              step, decision.reason, path, gb >= 1 ? fmt::format("{:.2f} GB", gb) : fmt::format("{:.1f} MB", gb * 1e3),
+              total_s, gb / std::max(total_s, 1e-9), copy_s, stats.pack, stats.io,
+              stats.collective ? "collective" : "independent", stats.commit);
   }
 }
 

@@ -4,6 +4,7 @@
 // (docs/checkpoints.md); this class maps the trainer's chunks and optimizers onto RankShards, stages
 // them through host memory and logs what it did.
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <mpi.h>
@@ -44,6 +45,10 @@ class TrainingCheckpoints {
   // Collective. After step `step` (with its loss): writes a checkpoint if the schedule says so.
   void after_step(int64_t step, double loss);
 
+  // The last checkpoint this run wrote ("" when none) and the step it holds.
+  const std::string& last_written() const { return last_written_; }
+  int64_t last_written_step() const { return last_written_step_; }
+
  private:
   // Host copies of this rank's state, one RankShard per chunk pointing into them.
   struct Staging {
@@ -62,7 +67,9 @@ class TrainingCheckpoints {
   bool zero3_ = false;
   MPI_Comm comm_;
   CheckpointSchedule schedule_;
-  std::unique_ptr<ckpt::DirectoryLock> lock_;  // rank 0's hold on checkpoint.dir (checkpoint/directory_lock.hpp)
+  std::unique_ptr<ckpt::DirectoryLock> lock_;
+  std::string last_written_;
+  int64_t last_written_step_ = 0;  // rank 0's hold on checkpoint.dir (checkpoint/directory_lock.hpp)
 };
 
 }  // namespace trident

@@ -13,6 +13,8 @@ namespace {
 
 volatile sig_atomic_t g_usr1 = 0;
 volatile sig_atomic_t g_term = 0;
+volatile sig_atomic_t g_int = 0;
+volatile sig_atomic_t g_announce = 1;  // this process speaks for the job (cleared on ranks other than 0)
 volatile sig_atomic_t g_training = 0;  // set once the first step starts
 
 void on_usr1(int) { g_usr1 = g_usr1 + 1; }
@@ -30,6 +32,27 @@ void on_term(int) {
   _exit(128 + SIGTERM);
 }
 
+// The first SIGINT in training is counted like SIGTERM; any other ends the process here.
+void on_int(int) {
+  static const char first[] =
+      "trident: SIGINT (Ctrl-C): stopping after the current step (with a checkpoint when checkpoint.dir is set); "
+      "press Ctrl-C again to stop at once\n";
+  static const char again[] =
+      "trident: SIGINT (Ctrl-C) again: stopping now, without waiting for the step or a checkpoint; exit status 130\n";
+  static const char early[] =
+      "trident: SIGINT (Ctrl-C) before training started: stopping now (nothing trained yet, nothing to save); "
+      "exit status 130\n";
+  const bool counted = g_training && g_int == 0;
+  const char* message = counted ? first : g_training ? again : early;
+  const size_t length = counted ? sizeof first - 1 : g_training ? sizeof again - 1 : sizeof early - 1;
+  if (g_announce) (void)!write(STDERR_FILENO, message, length);
+  if (counted) {
+    g_int = 1;
+    return;
+  }
+  _exit(128 + SIGINT);
+}
+
 void install(int sig, void (*handler)(int)) {
   struct sigaction sa {};
   sa.sa_handler = handler;
@@ -45,6 +68,7 @@ double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock:
 void install_stop_signal_counters() {
   install(SIGUSR1, on_usr1);
   install(SIGTERM, on_term);
+  install(SIGINT, on_int);
 }
 
 void unblock_stop_signals() {
@@ -52,6 +76,7 @@ void unblock_stop_signals() {
   sigemptyset(&set);
   sigaddset(&set, SIGUSR1);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
 }
 
@@ -68,40 +93,50 @@ StopSignalsHeld::~StopSignalsHeld() { pthread_sigmask(SIG_SETMASK, &previous_, n
 
 long usr1_count() { return g_usr1; }
 long term_count() { return g_term; }
+long int_count() { return g_int; }
 
 StopSignals::StopSignals(const Config& cfg, Group* world)
-    : checkpoints_(!cfg.checkpoint.dir.empty()), on_signal_(cfg.runtime.on_signal), world_(world) {}
+    : checkpoints_(!cfg.checkpoint.dir.empty()), on_signal_(cfg.runtime.on_signal), world_(world) {
+  // Ctrl-C reaches every rank: only rank 0 says so from the handler.
+  g_announce = log::is_root() ? 1 : 0;
+}
 
 StopDecision StopSignals::poll(int64_t step, OutputFailure output) {
   // Read once: a signal landing after this read stays pending for the next step.
-  const long usr1 = usr1_count(), term = term_count();
+  const long usr1 = usr1_count(), term = term_count(), intr = int_count();
   if (now_s() < coalesce_until_) {  // the tail of the signal just handled on the slower ranks
     usr1_handled_ = usr1;
     term_handled_ = term;
+    int_handled_ = intr;
   }
-  int32_t pending[3] = {usr1 != usr1_handled_ ? 1 : 0, term != term_handled_ ? 1 : 0, int32_t(output)};
+  int32_t pending[4] = {usr1 != usr1_handled_ ? 1 : 0, term != term_handled_ ? 1 : 0, int32_t(output),
+                        intr != int_handled_ ? 1 : 0};
   // Watched like every collective: a stopped rank is named by the watchdog's message on group 'world'.
-  if (world_) world_->all_reduce_host(pending, 3, ReduceOp::Max);
+  if (world_) world_->all_reduce_host(pending, 4, ReduceOp::Max);
   usr1_handled_ = usr1;
   term_handled_ = term;
+  int_handled_ = intr;
   StopDecision d;
   if (pending[2] != 0) return output_failure_stop(step, OutputFailure(pending[2]));
-  if (!pending[0] && !pending[1]) return d;
-  d.signal = pending[1] ? "SIGTERM" : "SIGUSR1";
+  const bool stop_now = pending[1] || pending[3];  // SIGTERM, or SIGINT (Ctrl-C) which is treated alike
+  if (!pending[0] && !stop_now) return d;
+  d.signal = pending[1] ? "SIGTERM" : pending[3] ? "SIGINT" : "SIGUSR1";
+  const std::string named = d.signal == "SIGINT" ? "SIGINT (Ctrl-C)" : d.signal;
   if (!checkpoints_) {
-    if (pending[1]) {
+    if (stop_now) {
       d.exit = true;
-      d.exit_code = 128 + SIGTERM;
-      log::warn("SIGTERM received by step {}: stopping without a checkpoint because [checkpoint] dir is empty", step);
+      d.exit_code = 128 + (pending[1] ? SIGTERM : SIGINT);
+      log::warn("{} received by step {}: stopping without a checkpoint because [checkpoint] dir is empty; exit status {}",
+                named, step, d.exit_code);
     } else {
       log::warn("SIGUSR1 received by step {}: no checkpoint is written because [checkpoint] dir is empty", step);
     }
     return d;
   }
   d.checkpoint = true;
-  d.exit = pending[1] || on_signal_ == OnSignal::CheckpointExit;
+  d.exit = stop_now || on_signal_ == OnSignal::CheckpointExit;
   d.exit_code = d.exit ? kExitCheckpointedOnSignal : 0;
-  log::warn("{} received by step {}: a checkpoint follows step {}{}", d.signal, step, step,
+  log::warn("{} received by step {}: a checkpoint follows step {}{}", named, step, step,
             d.exit ? fmt::format(", then the run stops (exit status {})", kExitCheckpointedOnSignal) : "");
   return d;
 }

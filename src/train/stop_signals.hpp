@@ -1,19 +1,24 @@
 #pragma once
 // SIGUSR1 and SIGTERM: Slurm's "time is nearly up" (`--signal=USR1@N`, `scancel --signal=USR1`) and
-// "stop now" (the time limit, `scancel`, preemption). The handlers are installed first thing in main
-// (and kept through the BLAS re-execution and MPI_Init), so no signal finds a process without them.
+// "stop now" (the time limit, `scancel`, preemption); SIGINT (Ctrl-C, which mpiexec forwards to the
+// ranks) is treated as SIGTERM, and a second SIGINT ends the process at once. The handlers are
+// installed first thing in main (and kept through the BLAS re-execution and MPI_Init), so no signal
+// finds a process without them.
 // SIGUSR1 is counted from the start of the process (it may arrive during MPI_Init or while the model
-// is built); SIGTERM before the first step ends the process at once with 128 + SIGTERM (nothing is
-// trained yet, and start-up may be blocked); after that both are acted on only at step boundaries,
-// where every rank agrees on the same step with one small all-reduce.
+// is built); SIGTERM or SIGINT before the first step ends the process at once with 128 + the signal
+// (nothing is trained yet, and start-up may be blocked); after that they are acted on only at step
+// boundaries, where every rank agrees on the same step with one small all-reduce.
 //
 // What follows a signal (runtime.on_signal, and checkpoint.dir):
 //   SIGUSR1, "checkpoint-exit"      a checkpoint after the agreed step, then exit kExitCheckpointedOnSignal
 //   SIGUSR1, "checkpoint-continue"  a checkpoint after the agreed step, training goes on
-//   SIGTERM                         a checkpoint after the agreed step, then exit kExitCheckpointedOnSignal
+//   SIGTERM, SIGINT                 a checkpoint after the agreed step, then exit kExitCheckpointedOnSignal
 //                                   (Slurm sends SIGKILL KillWait seconds later: continuing is pointless)
-//   no checkpoint.dir               SIGUSR1 is logged and training goes on; SIGTERM ends the run with
-//                                   128 + SIGTERM, since nothing can be saved
+//   no checkpoint.dir               SIGUSR1 is logged and training goes on; SIGTERM (SIGINT) ends the run
+//                                   with 128 + SIGTERM (SIGINT), since nothing can be saved
+//   a second SIGINT                 ends the process at once, in the handler, with 128 + SIGINT (a user
+//                                   who presses Ctrl-C twice does not want to wait for the step or the
+//                                   checkpoint)
 // One signal reaches the ranks at slightly different times (Slurm signals each task on its own). A
 // request that lands on a rank just after the others agreed on a step would, on its own, cause a
 // second checkpoint one step later; so a request arriving on any rank within kSignalCoalesceS seconds
@@ -41,14 +46,14 @@ inline constexpr int kExitOutputFailed = 74;
 enum class OutputFailure : int32_t { None = 0, Permanent = 1, Retryable = 2 };
 inline constexpr double kSignalCoalesceS = 10.0;
 
-// Installs the counting handlers for SIGUSR1 and SIGTERM (async-signal-safe). Call first thing in main.
+// Installs the counting handlers for SIGUSR1, SIGTERM and SIGINT (async-signal-safe). Call first thing in main.
 void install_stop_signal_counters();
 
 // From now on SIGTERM is counted for the step boundary instead of ending the process. Call just
 // before the first step.
 void mark_training_started();
 
-// Unblocks SIGUSR1 and SIGTERM in this thread (they are blocked across the BLAS re-execution, which
+// Unblocks SIGUSR1, SIGTERM and SIGINT in this thread (they are blocked across the BLAS re-execution, which
 // keeps them pending; blas_runtime.hpp).
 void unblock_stop_signals();
 
@@ -68,14 +73,16 @@ class StopSignalsHeld {
 // Signals counted so far.
 long usr1_count();
 long term_count();
+long int_count();
 
 // What the ranks agreed on at a step boundary.
 struct StopDecision {
   bool checkpoint = false;  // write a checkpoint after this step
   bool exit = false;        // then stop training
-  int exit_code = 0;        // kExitCheckpointedOnSignal, kExitOutputFailed, or 128 + SIGTERM without checkpoints
+  int exit_code = 0;        // kExitCheckpointedOnSignal, kExitOutputFailed, or 128 + SIGTERM/SIGINT without checkpoints
   bool output_failed = false;  // an output failure rather than a signal: the exit status stands even after the last step
-  std::string signal;       // what stopped it: "SIGUSR1", "SIGTERM" (both: "SIGTERM"), "an output failure"; empty when none
+  std::string signal;       // what stopped it: "SIGUSR1", "SIGTERM", "SIGINT" (several: the first of SIGTERM,
+                            // SIGINT, SIGUSR1), "an output failure"; empty when none
 };
 
 // The collective check at step boundaries.
@@ -100,6 +107,7 @@ class StopSignals {
   Group* world_;
   long usr1_handled_ = 0;
   long term_handled_ = 0;
+  long int_handled_ = 0;
   double coalesce_until_ = -1;
 };
 

@@ -26,6 +26,8 @@
 #include "train/checkpointing.hpp"
 #include "train/memory_report.hpp"
 #include "train/preflight.hpp"
+#include "train/peak_throughput.hpp"
+#include "train/run_summary.hpp"
 #include "train/stop_signals.hpp"
 
 namespace trident {
@@ -115,7 +117,11 @@ Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh, Use us
     samples_ = std::make_unique<TrainingSamples>(cfg_, k_, mesh_);
   }
   flops_per_token_ = model_flops_per_token(cfg_.model);
-  peak_tflops_ = cfg_.runtime.peak_tflops > 0 ? cfg_.runtime.peak_tflops : k_.peak_tflops();
+  {
+    const PeakThroughput peak = resolve_peak_throughput(cfg_, k_, mesh_ ? &mesh_->world() : nullptr);
+    peak_tflops_ = peak.tflops;
+    peak_source_ = peak.source;
+  }
   finisher_ = std::make_unique<GradientFinisher>(shapes_, k_, mesh_, chunks_, optimizers_, reducer_.get());
 
   checkpoints_ = std::make_unique<TrainingCheckpoints>(cfg_, k_, mesh_, chunks_, optimizers_, reducer_.get());
@@ -337,6 +343,28 @@ MemoryAccount Trainer::memory_account() const {
   return a;
 }
 
+RunSummary Trainer::run_summary(const std::vector<StepMetrics>& history,
+                                std::chrono::steady_clock::time_point start) const {
+  RunSummary s;
+  s.first_step = history.front().step;
+  s.last_step = history.back().step;
+  s.planned_steps = cfg_.train.steps;
+  s.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  s.tokens = int64_t(history.size()) * cfg_.tokens_per_step();
+  s.final_loss = history.back().loss;
+  s.has_val_data = data_.val_sampler != nullptr;
+  for (const auto& m : history)
+    if (m.val_loss) {
+      s.val_loss = m.val_loss;
+      s.val_step = m.step;
+    }
+  s.epochs = epochs_read(*data_.train_sampler, data_.train_stream->size(), s.last_step);
+  s.checkpoint = checkpoints_->last_written();
+  s.checkpoint_step = checkpoints_->last_written_step();
+  s.checkpoints_on = !cfg_.checkpoint.dir.empty();
+  return s;
+}
+
 std::vector<StepMetrics> Trainer::run() {
   const auto& t = cfg_.train;
   int64_t params = 0, act_saved = 0, act_peak = 0;
@@ -356,8 +384,7 @@ std::vector<StepMetrics> Trainer::run() {
             describe(memory_account()));
   log::info("data: {}; {} tokens per step in {} micro-batch(es) of {}", data_.train_stream->describe(),
             cfg_.tokens_per_step(), cfg_.micro_batches_per_step(), t.micro_batch);
-  log::info("throughput reference: {:.3f} TFLOP/s per rank ({})", peak_tflops_,
-            cfg_.runtime.peak_tflops > 0 ? "runtime.peak_tflops" : "the backend's estimate: measured sgemm rate of this CPU, or the GPU's dense bf16 peak");
+  log::info("throughput reference for MFU: {:.3f} TFLOP/s per rank ({})", peak_tflops_, peak_source_);
 
   std::unique_ptr<MetricsWriter> metrics;
   if (!cfg_.runtime.metrics.empty() && (!mesh_ || mesh_->world_rank() == 0)) {
@@ -367,6 +394,7 @@ std::vector<StepMetrics> Trainer::run() {
   std::vector<StepMetrics> history;
   double total_ms = 0;
   mark_training_started();  // SIGTERM now means "checkpoint at the next step boundary"
+  const auto run_start = std::chrono::steady_clock::now();
   for (int64_t step = first_step_; step <= t.steps; ++step) {
     StepMetrics m;
     if (step == first_step_)
@@ -380,6 +408,8 @@ std::vector<StepMetrics> Trainer::run() {
     if (step % cfg_.runtime.log_every == 0 || step == first_step_ || step == t.steps || m.val_loss)
       log::info("{}", format_log_line(m, t.steps));
     if (step == 1) log::info("memory per rank after step 1: {}", describe(m.memory));
+    if (const std::string line = epoch_end_line(*data_.train_sampler, data_.train_stream->size(), step); !line.empty())
+      log::info("{}", line);
     const OutputFailure output = metrics ? write_metrics(*metrics, m) : OutputFailure::None;
     if (!std::isfinite(m.loss)) throw Error(fmt::format("step {}: the loss is {}; training diverged", step, m.loss));
     const StopDecision stop = stop_->poll(step, output);
@@ -424,6 +454,7 @@ std::vector<StepMetrics> Trainer::run() {
               history.size(), history.front().loss, history.back().loss, mean_ms,
               cfg_.tokens_per_step() / (mean_ms / 1e3), tflops, 100 * tflops / peak_tflops_, comm);
   }
+  if (!history.empty()) log::info("{}", format_run_summary(run_summary(history, run_start)));
   // Each pipeline stage holds different activations: the first rank of every stage reports its own.
   const bool reporter = !mesh_ || (mesh_->coord().tp == 0 && mesh_->coord().dp == 0);
   if (reporter && (cfg_.mesh.pp == 1 ? log::is_root() : true))

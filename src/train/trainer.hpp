@@ -19,6 +19,7 @@
 #include "pipeline/executor.hpp"
 #include "train/gradient_finisher.hpp"
 #include "train/metrics.hpp"
+#include "train/run_summary.hpp"
 #include "train/stop_signals.hpp"
 #include "train/training_data.hpp"
 #include "train/training_samples.hpp"
@@ -83,6 +84,8 @@ class Trainer {
   MemoryAccount memory_account() const;
 
  private:
+  // The end-of-run summary of `history` (steps of this run), timed from `start`.
+  RunSummary run_summary(const std::vector<StepMetrics>& history, std::chrono::steady_clock::time_point start) const;
   // Samples at or past `scored_windows` (counted over the whole run of batches) get targets of -1: not
   // scored.
   void fill_micro_batch(const BatchSampler& sampler, int64_t step0, int64_t micro_batch, int32_t* inputs,
@@ -108,6 +111,7 @@ class Trainer {
   std::unique_ptr<GradientFinisher> finisher_;
   double flops_per_token_ = 0;
   double peak_tflops_ = 0;
+  std::string peak_source_;  // where peak_tflops_ came from (train/peak_throughput.hpp)
   double pipeline_wait_s_ = 0;
   std::chrono::milliseconds slow_step_{0};  // TRIDENT_INJECT_FAULT=slow-step:MS (a slow rank, for the tests)
   std::unique_ptr<TrainingCheckpoints> checkpoints_;

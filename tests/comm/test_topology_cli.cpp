@@ -1,13 +1,19 @@
 // `trident topology DECK --set ...` under mpiexec: the table and groups are printed once (by rank 0)
-// and list the expected TP/PP/DP groups; a mesh that does not match the world is an error; on two fake
+// and list the expected TP/PP/DP groups; a mesh that does not match the world is an error; `--ranks N`
+// previews the same layout without a launch; on two fake
 // nodes (hosts file) the node column is filled and a spanning TP group warns, or fails with
 // mesh.strict_placement.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "common/test_support.hpp"
 
@@ -69,6 +75,59 @@ TEST(TopologyCli, MeshNotMatchingTheWorldFails) {
   EXPECT_NE(rc, 0) << out;
   EXPECT_NE(rc, 124) << out;
   EXPECT_EQ(count(out, "TP groups:"), 0) << out;
+}
+
+// The lines of `out` that start with `prefix`.
+std::vector<std::string> lines_starting(const std::string& out, const std::string& prefix) {
+  std::vector<std::string> found;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(prefix, 0) == 0) found.push_back(line);
+  return found;
+}
+
+// rank -> "dp pp tp" from the table of a launched job (rank node local dp pp tp host) or of a preview
+// (rank dp pp tp).
+std::map<int, std::string> coordinates(const std::string& out, bool preview) {
+  std::map<int, std::string> coords;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream row(line);
+    std::vector<int> v;
+    for (int x; row >> x;) v.push_back(x);
+    if (v.size() == (preview ? 4u : 6u) && line.find(':') == std::string::npos)
+      coords[v[0]] = fmt::format("{} {} {}", v[v.size() - 3], v[v.size() - 2], v[v.size() - 1]);
+  }
+  return coords;
+}
+
+// `topology --ranks N` as one process shows what `mpiexec -n N trident topology` shows of the layout
+// (each rank's coordinates, every group), without launching N ranks; as `check --ranks N`, a deck that
+// does not fit N ranks is refused.
+TEST(TopologyCli, RanksPreviewsTheLayoutOfALaunch) {
+  const std::string one = trident::test::without_parent_mpi_env();
+  for (const std::string sets : {"--set mesh.tp=2 --set mesh.pp=2", "--set mesh.tp=2 --set mesh.dp=2 --set mesh.order=dp-tp-pp"}) {
+    std::string launched, preview;
+    ASSERT_EQ(topology(np(4), sets, &launched), 0) << launched;
+    ASSERT_EQ(topology(one, "--ranks 4 " + sets, &preview), 0) << preview;
+    EXPECT_EQ(count(preview, "layout preview for 4 ranks (not launched"), 1) << preview;
+    for (const char* axis : {"TP groups:", "PP groups:", "DP groups:"}) {
+      EXPECT_EQ(lines_starting(preview, axis), lines_starting(launched, axis)) << preview << launched;
+      EXPECT_EQ(lines_starting(preview, axis).size(), 1u) << preview;
+    }
+    EXPECT_EQ(coordinates(preview, true).size(), 4u) << preview;
+    EXPECT_EQ(coordinates(preview, true), coordinates(launched, false)) << preview << launched;
+  }
+  std::string out;
+  ASSERT_EQ(topology(one, "--ranks 4 --set mesh.tp=2 --set mesh.dp=auto", &out), 0) << out;
+  EXPECT_EQ(count(out, "mesh tp 2 x pp 1 x dp 2\n"), 1) << out;
+  EXPECT_EQ(coordinates(out, true).size(), 4u) << out;
+  EXPECT_EQ(topology(one, "--ranks 3 --set mesh.tp=2", &out), 2) << out;
+  EXPECT_EQ(count(out, "but the job has 3 ranks"), 1) << out;
+  EXPECT_EQ(count(out, "groups:"), 0) << out;
+  EXPECT_EQ(topology(one, "--ranks 0", &out), 2) << out;
+  EXPECT_EQ(topology(np(2), "--ranks 4 --set mesh.tp=2 --set mesh.pp=2", &out), 2) << out;
+  EXPECT_EQ(count(out, "previews a launch without making it, but this job has 2 ranks"), 1) << out;
 }
 
 // Two fake nodes of this host: ranks 0-3 on node 0, 4-7 on node 1 (see run_fake_nodes.sh).

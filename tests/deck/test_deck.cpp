@@ -182,10 +182,16 @@ std::vector<BadDeck> bad_decks() {
        "deck.toml:2:6: [model] heads = 12 is not divisible by [mesh] tp = 5"},
       {"FfnNotDivisibleByTp", "[model]\nffn_hidden = 3071\n[mesh]\ntp = 2\n", {}, 0,
        "deck.toml:4:6: [model] ffn_hidden = 3071 is not divisible by [mesh] tp = 2"},
+      // The rank count blames where each factor was set: the deck's lines, a --set before them.
       {"WorldSizeMismatch", "[mesh]\ntp = 2\npp = 2\n", {}, 8,
-       "deck.toml:2:6: [mesh] tp*pp*dp = 2*2*1 = 4 but the job has 8 ranks"},
+       "deck.toml:2:6: [mesh] tp*pp*dp = 2*2*1 = 4 but the job has 8 ranks (tp = 2 at deck.toml:2:6, pp = 2 at "
+       "deck.toml:3:6, dp = 1 by default); launch 4 rank(s) or change the mesh"},
+      {"WorldSizeMismatchFromSet", "[mesh]\ntp = 2\n", {"mesh.dp=4"}, 4,
+       "--set mesh.dp=4: [mesh] tp*pp*dp = 2*1*4 = 8 but the job has 4 ranks (tp = 2 at deck.toml:2:6, pp = 1 by "
+       "default, dp = 4 from --set mesh.dp=4); launch 8 rank(s) or change the mesh"},
       {"WorldSizeMismatchNoMesh", "[model]\nlayers = 4\n", {}, 2,
-       "deck.toml: [mesh] tp*pp*dp = 1*1*1 = 1 but the job has 2 ranks"},
+       "deck.toml: [mesh] tp*pp*dp = 1*1*1 = 1 but the job has 2 ranks (tp = 1 by default, pp = 1 by default, dp = "
+       "1 by default); launch 1 rank(s) or change the mesh"},
       {"GlobalBatchNotDivisible", "[train]\nmicro_batch = 4\nglobal_batch = 10\n", {}, 0,
        "deck.toml:3:16: [train] global_batch = 10 is not divisible by micro_batch*dp = 4*1 = 4"},
       {"GlobalBatchNotDivisibleByDp", "[mesh]\ndp = 3\n", {}, 0,
@@ -444,7 +450,9 @@ TEST(DeckDefaults, DocumentedTypeDefaultAndRange) {
 // The empty deck resolves every key to its documented default.
 TEST(DeckDefaults, EmptyDeckResolvesToDocumentedDefaults) {
   const Config cfg = parse("");
-  EXPECT_TRUE(cfg.warnings.empty());
+  // The defaults train bytes of text with GPT-2's vocabulary size: said, not refused.
+  ASSERT_EQ(cfg.warnings.size(), 1u);
+  EXPECT_NE(cfg.warnings[0].find("trains on bytes"), std::string::npos) << cfg.warnings[0];
   const toml::table resolved = toml::parse(cfg.resolved_toml);
   for (const auto& r : key_rows()) {
     SCOPED_TRACE(r.section + "." + r.key);
@@ -625,20 +633,37 @@ TEST(Deck, ValStepsAll) {
 // Warnings, overrides, paths, round trip.
 
 TEST(DeckWarnings, ZeroWithOneDpRank) {
-  const Config c = parse("[mesh]\nzero = 1\n");
+  const Config c = parse("[mesh]\nzero = 1\n", {"model.vocab_size=256"});
   EXPECT_EQ(c.warnings, std::vector<std::string>{"deck.toml:2:8: [mesh] zero = 1 has no effect with dp = 1"});
-  EXPECT_TRUE(parse("[mesh]\nzero = 1\ndp = 2\n").warnings.empty());
+  EXPECT_TRUE(parse("[mesh]\nzero = 1\ndp = 2\n", {"model.vocab_size=256"}).warnings.empty());
+}
+
+// Byte-level text with a GPT-2-sized vocabulary (the defaults): trains, but says that only 256 ids are
+// used and how to get GPT-2 tokens; naming where each value came from.
+TEST(DeckWarnings, TextWithMoreThan256IdsSaysItTrainsOnBytes) {
+  const std::string hint =
+      "; for GPT-2 tokens run `trident data prepare TEXT -o PREFIX` and train on its shards with [data] format = "
+      "\"llmc\"";
+  EXPECT_EQ(parse("[model]\nvocab_size = 50257\n[data]\nformat = \"text\"\n").warnings,
+            std::vector<std::string>{"deck.toml:4:10: [data] format = \"text\" trains on bytes: token ids 0-255 use "
+                                     "only 256 of the 50257 ids of [model] vocab_size (deck.toml:2:14)" + hint});
+  EXPECT_EQ(parse("", {"model.vocab_size=50304"}).warnings,
+            std::vector<std::string>{"deck.toml: [data] format = \"text\" trains on bytes: token ids 0-255 use only "
+                                     "256 of the 50304 ids of [model] vocab_size (--set model.vocab_size=50304)" + hint});
+  EXPECT_TRUE(parse("[model]\nvocab_size = 256\n[data]\nformat = \"text\"\n").warnings.empty());
+  EXPECT_TRUE(parse("[data]\nformat = \"llmc\"\n").warnings.empty());
 }
 
 TEST(DeckWarnings, OneFOneBWithFewerMicroBatchesThanStages) {
-  EXPECT_EQ(parse("[mesh]\npp = 4\n[train]\nglobal_batch = 2\n").warnings,
+  EXPECT_EQ(parse("[mesh]\npp = 4\n[train]\nglobal_batch = 2\n", {"model.vocab_size=256"}).warnings,
             std::vector<std::string>{"deck.toml:1:1: 1f1b with 2 micro-batch(es) per step and pp = 4: fewer "
                                      "micro-batches than stages leaves most of the pipeline idle"});
-  EXPECT_EQ(parse("[mesh]\npp = 4\nschedule = \"1f1b\"\n[train]\nglobal_batch = 2\n").warnings,
+  EXPECT_EQ(parse("[mesh]\npp = 4\nschedule = \"1f1b\"\n[train]\nglobal_batch = 2\n", {"model.vocab_size=256"}).warnings,
             std::vector<std::string>{"deck.toml:3:12: 1f1b with 2 micro-batch(es) per step and pp = 4: fewer "
                                      "micro-batches than stages leaves most of the pipeline idle"});
-  EXPECT_TRUE(parse("[mesh]\npp = 4\n[train]\nglobal_batch = 4\n").warnings.empty());
-  EXPECT_TRUE(parse("[mesh]\npp = 4\nschedule = \"gpipe\"\n[train]\nglobal_batch = 2\n").warnings.empty());
+  EXPECT_TRUE(parse("[mesh]\npp = 4\n[train]\nglobal_batch = 4\n", {"model.vocab_size=256"}).warnings.empty());
+  EXPECT_TRUE(
+      parse("[mesh]\npp = 4\nschedule = \"gpipe\"\n[train]\nglobal_batch = 2\n", {"model.vocab_size=256"}).warnings.empty());
 }
 
 TEST(DeckOverrides, ValuesAreTypedAsToml) {
@@ -1120,7 +1145,8 @@ TEST(DeckCli, CheckRefusesWhatTrainRefusesWithTheSameMessage) {
   // The world size: `check --ranks 3` refuses what `mpiexec -n 3 trident train` refuses.
   const CliRun check = run_trident("check --ranks 3 " + base + " --set mesh.dp=2", dir);
   EXPECT_EQ(check.rc, 2);
-  EXPECT_THAT(check.err, HasSubstr("3"));
+  EXPECT_THAT(check.err, HasSubstr("--set mesh.dp=2: [mesh] tp*pp*dp = 1*1*2 = 2 but the job has 3 ranks (tp = 1 at " +
+                                   base + ":12:6, pp = 1 at " + base + ":13:6, dp = 2 from --set mesh.dp=2)"));
   std::string ignored;
   test::run_command(fmt::format("(cd {} && {} {} -n 3 {} train {} --set mesh.dp=2 >train.out 2>train.err)", dir,
                                 test::without_parent_mpi_env(), test::local_mpiexec(), test::trident_binary(), base),

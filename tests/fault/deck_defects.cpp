@@ -161,6 +161,28 @@ TEST(DeckDefects, MissingDeckOrDirectoryExitsTwo) {
   EXPECT_NE(out.find("missing.toml: cannot read the deck file (No such file or directory)"), std::string::npos) << out;
 }
 
+// Text (bytes) with GPT-2's vocabulary size trained without a word; now `check` (and `train`, which
+// loads the deck the same way) warns, once for the job however many ranks read the deck, to stderr.
+TEST(DeckDefects, TextWithAGpt2VocabularyWarnsOnceThatItTrainsOnBytes) {
+  const std::string dir = test::make_temp_dir("trident-deck");
+  test::write_file(dir + "/deck.toml",
+                   "[model]\nvocab_size = 50257\nseq_len = 32\nlayers = 2\nhidden = 32\nheads = 4\n[mesh]\ndp = 2\n"
+                   "[data]\nformat = \"text\"\npath = \"/usr/share/common-licenses/GPL-3\"\n");
+  std::string out;
+  const std::string check = test::without_parent_mpi_env() + " timeout -k 2 60 " + test::local_mpiexec() + " -n 2 " +
+                            test::trident_binary() + " check " + dir + "/deck.toml --deck-only";
+  ASSERT_EQ(test::run_command(check, &out), 0) << out;
+  const std::string warning = "deck.toml:10:10: [data] format = \"text\" trains on bytes: token ids 0-255 use only "
+                              "256 of the 50257 ids of [model] vocab_size (" + dir + "/deck.toml:2:14); for GPT-2 "
+                              "tokens run `trident data prepare";
+  const auto first = out.find(warning);
+  ASSERT_NE(first, std::string::npos) << out;
+  EXPECT_EQ(out.find(warning, first + 1), std::string::npos) << "said more than once:\n" << out;
+  std::string stdout_only;
+  ASSERT_EQ(test::run_command("(" + check + " 2>/dev/null)", &stdout_only), 0) << stdout_only;
+  EXPECT_EQ(stdout_only.find("trains on bytes"), std::string::npos) << "a warning belongs on stderr:\n" << stdout_only;
+}
+
 TEST(DeckDefects, FifoAndDeviceDecksFailAtOnce) {
   const std::string dir = test::make_temp_dir("trident-deck");
   const std::string fifo = dir + "/deck.fifo";

@@ -1,6 +1,7 @@
 // Signals a running job gets from outside: SIGBUS when a memory-mapped data file is truncated under
-// it (the message must name the file and the offset), and SIGUSR1 (Slurm's "checkpoint now") during
-// start-up or with checkpoints off (never lost, never silent, never the end of the job).
+// it (the message must name the file and the offset), SIGUSR1 (Slurm's "checkpoint now") during
+// start-up or with checkpoints off (never lost, never silent, never the end of the job), SIGTERM, and
+// SIGINT (Ctrl-C: SIGTERM's twin; a second one ends the run at once).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -69,7 +70,7 @@ TEST(Signals, StopHandlersAreInstalledBeforeTheLibrariesStart) {
   ASSERT_EQ(rc, 0) << out;
   std::ifstream f(dir + "/probe.txt");
   const std::string probe((std::istreambuf_iterator<char>(f)), {});
-  EXPECT_EQ(probe, "SIGTERM handled\nSIGUSR1 handled\n") << "what a library constructor saw";
+  EXPECT_EQ(probe, "SIGTERM handled\nSIGUSR1 handled\nSIGINT handled\n") << "what a library constructor saw";
 }
 
 // A start-up that cannot finish (rank 1 stopped, so rank 0 waits for it inside MPI start-up or the
@@ -165,10 +166,13 @@ TEST(Signals, Usr1ThroughStartUpWithoutCheckpointDirIsLogged) {
   EXPECT_NE(out.find("no checkpoint is written because [checkpoint] dir is empty"), std::string::npos) << out;
 }
 
-// Starts `cmd` (a one-rank train), sends SIGTERM to trident once two steps are in `metrics`, and
-// returns its exit status (none when it did not end within 60 s or never started); *out: its output.
-std::optional<int> sigterm_after_two_steps(const std::string& cmd, const std::string& dir, const std::string& metrics,
-                                           std::string* out) {
+// Starts `cmd` (a one-rank train), sends `sig` to trident once two steps are in `metrics` (and, with
+// `again_after_ms` >= 0, the same signal again that many ms later), and returns its exit status (none
+// when it did not end within 60 s or never started); *out: its output; *last_signal_to_exit_s: the
+// seconds from the last signal sent to the end of the job.
+std::optional<int> signal_after_two_steps(const std::string& cmd, const std::string& dir, const std::string& metrics,
+                                          std::string* out, int sig = SIGTERM, int again_after_ms = -1,
+                                          double* last_signal_to_exit_s = nullptr) {
   BackgroundJob job(cmd, dir + "/out.txt");
   const bool running = wait_until([&] { return count_lines(metrics) >= 2 || job.wait_for(0); }, 60);
   const pid_t pid = job.process_named();
@@ -176,8 +180,15 @@ std::optional<int> sigterm_after_two_steps(const std::string& cmd, const std::st
     *out = "trident did not reach step 2 (or its process was not found)\n" + job.output();
     return std::nullopt;
   }
-  kill(pid, SIGTERM);
+  kill(pid, sig);
+  if (again_after_ms >= 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(again_after_ms));
+    kill(pid, sig);
+  }
+  const auto sent = std::chrono::steady_clock::now();
   const auto status = job.wait_for(60);
+  if (last_signal_to_exit_s)
+    *last_signal_to_exit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
   *out = job.output();
   return status;
 }
@@ -191,7 +202,7 @@ TEST(Signals, SigtermCheckpointsAndExits75) {
   const std::string cmd = without_parent_mpi_env() + " OPENBLAS_NUM_THREADS=1 " + trident_binary() + " train " + dir +
                           "/deck.toml --set checkpoint.dir=" + dir + "/ckpt --set runtime.on_signal=checkpoint-continue";
   std::string out;
-  const auto status = sigterm_after_two_steps(cmd + " --set train.steps=100000", dir, metrics, &out);
+  const auto status = signal_after_two_steps(cmd + " --set train.steps=100000", dir, metrics, &out);
   ASSERT_TRUE(status) << out;
   EXPECT_EQ(*status, 75) << out;
   EXPECT_NE(out.find("SIGTERM received by step"), std::string::npos) << out;
@@ -209,12 +220,79 @@ TEST(Signals, SigtermWithoutCheckpointDirStopsWith143) {
   const std::string metrics = dir + "/m.jsonl";
   write_file(dir + "/deck.toml", small_deck(1, 1, 1, "metrics = \"" + metrics + "\""));
   std::string out;
-  const auto status = sigterm_after_two_steps(without_parent_mpi_env() + " OPENBLAS_NUM_THREADS=1 " + trident_binary() +
+  const auto status = signal_after_two_steps(without_parent_mpi_env() + " OPENBLAS_NUM_THREADS=1 " + trident_binary() +
                                                   " train " + dir + "/deck.toml --set train.steps=100000",
                                               dir, metrics, &out);
   ASSERT_TRUE(status) << out;
   EXPECT_EQ(*status, 143) << out;
   EXPECT_NE(out.find("stopping without a checkpoint because [checkpoint] dir is empty"), std::string::npos) << out;
+}
+
+// Ctrl-C (SIGINT, which mpiexec forwards to every rank) is SIGTERM's twin: with checkpoint.dir a
+// checkpoint after the step in progress, then exit 75; it was once the default action (exit 130, a
+// log line cut in half, the run lost). Here at 2 ranks, each rank signalled as a terminal's Ctrl-C does.
+TEST(Signals, SigintCheckpointsOnEveryRankAndExits75) {
+  const std::string dir = make_temp_dir("trident-int");
+  const std::string metrics = dir + "/m.jsonl";
+  write_file(dir + "/deck.toml", small_deck(1, 1, 2, "metrics = \"" + metrics + "\""));
+  BackgroundJob job(without_parent_mpi_env() + " OPENBLAS_NUM_THREADS=1 " + local_mpiexec() + " -n 2 " +
+                        trident_binary() + " train " + dir + "/deck.toml --set train.steps=100000 --set checkpoint.dir=" +
+                        dir + "/ckpt",
+                    dir + "/out.txt");
+  ASSERT_TRUE(wait_until([&] { return count_lines(metrics) >= 2 || job.wait_for(0); }, 60)) << job.output();
+  const pid_t rank0 = job.rank_pid(0), rank1 = job.rank_pid(1);
+  ASSERT_GT(rank0, 0) << job.output();
+  ASSERT_GT(rank1, 0) << job.output();
+  kill(rank0, SIGINT);
+  kill(rank1, SIGINT);
+  const auto status = job.wait_for(60);
+  const std::string out = job.output();
+  ASSERT_TRUE(status) << "still running 60 s after SIGINT:\n" << out;
+  EXPECT_EQ(*status, 75) << out;
+  EXPECT_NE(out.find("SIGINT (Ctrl-C): stopping after the current step"), std::string::npos) << out;
+  EXPECT_NE(out.find("SIGINT (Ctrl-C) received by step"), std::string::npos) << out;
+  EXPECT_NE(out.find("on SIGINT with a checkpoint"), std::string::npos) << out;
+  std::ifstream latest(dir + "/ckpt/latest");
+  std::string name;
+  latest >> name;
+  EXPECT_NE(name.find("step_"), std::string::npos) << out;
+}
+
+TEST(Signals, SigintWithoutCheckpointDirStopsWith130AndSaysSo) {
+  const std::string dir = make_temp_dir("trident-int");
+  const std::string metrics = dir + "/m.jsonl";
+  write_file(dir + "/deck.toml", small_deck(1, 1, 1, "metrics = \"" + metrics + "\""));
+  std::string out;
+  const auto status = signal_after_two_steps(without_parent_mpi_env() + " OPENBLAS_NUM_THREADS=1 " + trident_binary() +
+                                                 " train " + dir + "/deck.toml --set train.steps=100000",
+                                             dir, metrics, &out, SIGINT);
+  ASSERT_TRUE(status) << out;
+  EXPECT_EQ(*status, 128 + SIGINT) << out;
+  EXPECT_NE(out.find("SIGINT (Ctrl-C) received by step"), std::string::npos) << out;
+  EXPECT_NE(out.find("stopping without a checkpoint because [checkpoint] dir is empty; exit status 130"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("stopped after step"), std::string::npos) << out;
+}
+
+// A second Ctrl-C does not wait for the step (here 4 s long) or the checkpoint: the process ends in
+// the handler with 130 and one line saying so.
+TEST(Signals, SecondSigintStopsAtOnce) {
+  const std::string dir = make_temp_dir("trident-int2");
+  const std::string metrics = dir + "/m.jsonl";
+  write_file(dir + "/deck.toml", small_deck(1, 1, 1, "metrics = \"" + metrics + "\""));
+  std::string out;
+  double seconds = 0;
+  const auto status = signal_after_two_steps("export TRIDENT_INJECT_FAULT=slow-step:4000; " + without_parent_mpi_env() +
+                                                 " OPENBLAS_NUM_THREADS=1 " + trident_binary() + " train " + dir +
+                                                 "/deck.toml --set train.steps=100000 --set checkpoint.dir=" + dir +
+                                                 "/ckpt",
+                                             dir, metrics, &out, SIGINT, 300, &seconds);
+  ASSERT_TRUE(status) << out;
+  EXPECT_EQ(*status, 128 + SIGINT) << out;
+  EXPECT_LT(seconds, 2.0) << out;
+  EXPECT_NE(out.find("SIGINT (Ctrl-C) again: stopping now"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/ckpt/latest")) << out;
 }
 
 }  // namespace

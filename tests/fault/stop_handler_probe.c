@@ -1,6 +1,6 @@
 /* Preloaded into `trident` by test_fault_run_signals: a shared library's constructor runs before the
  * executable's main and among the other libraries' constructors (OpenBLAS, CUDA), the time a signal
- * from a launcher can arrive in. It records whether SIGTERM and SIGUSR1 are handled by then in the
+ * from a launcher can arrive in. It records whether SIGTERM, SIGUSR1 and SIGINT are handled by then in the
  * file named by STOP_HANDLER_PROBE_OUT. */
 #include <signal.h>
 #include <stdio.h>
@@ -17,6 +17,6 @@ __attribute__((constructor)) static void probe(void) {
   if (!path) return;
   FILE* f = fopen(path, "w");
   if (!f) return;
-  fprintf(f, "SIGTERM %s\nSIGUSR1 %s\n", disposition(SIGTERM), disposition(SIGUSR1));
+  fprintf(f, "SIGTERM %s\nSIGUSR1 %s\nSIGINT %s\n", disposition(SIGTERM), disposition(SIGUSR1), disposition(SIGINT));
   fclose(f);
 }

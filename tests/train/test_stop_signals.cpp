@@ -1,7 +1,7 @@
 // Signals at step boundaries (train/stop_signals.hpp), on 2 ranks in one process each: every rank
 // reaches the same decision whichever rank was signalled; one signal that lands on the ranks at
 // different times (one before a step boundary, one after) gives one checkpoint, not two on
-// consecutive steps; SIGTERM always stops; without checkpoint.dir nothing is saved.
+// consecutive steps; SIGTERM and SIGINT always stop; without checkpoint.dir nothing is saved.
 // The counters are process-wide, so each test builds one StopSignals and runs its phases in order.
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -81,6 +81,19 @@ TEST(StopSignals, SigtermOnOneRankStopsEveryRankWithACheckpoint) {
   expect_everywhere(stop.poll(1), false, false, 0);
   if (rank() == 1 % world_size()) raise(SIGTERM);
   expect_everywhere(stop.poll(2), true, true, kExitCheckpointedOnSignal);
+}
+
+// SIGINT (Ctrl-C) is treated as SIGTERM. A process takes one SIGINT only (a second one ends it at
+// once), so this is the file's only SIGINT; the case without checkpoint.dir is tests/fault/run_signals.cpp's.
+TEST(StopSignals, SigintOnOneRankStopsEveryRankWithACheckpointEvenWhenContinuing) {
+  start_training();
+  StopSignals stop(with("/tmp/unused", OnSignal::CheckpointContinue), &world());
+  drain(stop);
+  expect_everywhere(stop.poll(1), false, false, 0);
+  if (rank() == 1 % world_size()) raise(SIGINT);
+  const StopDecision d = stop.poll(2);
+  expect_everywhere(d, true, true, kExitCheckpointedOnSignal);
+  EXPECT_EQ(d.signal, "SIGINT");
 }
 
 TEST(StopSignals, Usr1WithCheckpointExitStops) {
