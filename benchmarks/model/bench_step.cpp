@@ -175,6 +175,10 @@ class TimedKernels : public trident::Kernels {
                          int64_t HD) override {
     T("attention_forward", [&] { k_.attention_forward(o, lse, q, B, Tn, NH, HD); });
   }
+  void attention_forward_rows(float* o, const float* q, int64_t B, int64_t Tn, int64_t NH, int64_t HD, int64_t q0,
+                              int64_t nq) override {
+    T("attention_forward_rows", [&] { k_.attention_forward_rows(o, q, B, Tn, NH, HD, q0, nq); });
+  }
   void attention_backward(float* dq, const float* d, const float* q, const float* o, const float* lse, int64_t B,
                           int64_t Tn, int64_t NH, int64_t HD) override {
     T("attention_backward", [&] { k_.attention_backward(dq, d, q, o, lse, B, Tn, NH, HD); });

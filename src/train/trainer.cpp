@@ -112,12 +112,10 @@ Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh, Use us
   executor_ = std::make_unique<PipelineExecutor>(raw, mesh_ && pp > 1 ? &mesh_->pp() : nullptr, cfg_.mesh.schedule, k_);
   executor_->set_tracing(!cfg_.runtime.trace.empty());
 
-  if (use == Use::Training) {
+  flops_per_token_ = model_flops_per_token(cfg_.model);
+  if (use == Use::Training) {  // (a model-only trainer reports no throughput)
     data_ = open_training_data(cfg_);
     samples_ = std::make_unique<TrainingSamples>(cfg_, k_, mesh_);
-  }
-  flops_per_token_ = model_flops_per_token(cfg_.model);
-  {
     const PeakThroughput peak = resolve_peak_throughput(cfg_, k_, mesh_ ? &mesh_->world() : nullptr);
     peak_tflops_ = peak.tflops;
     peak_source_ = peak.source;
