@@ -12,7 +12,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -20,6 +19,7 @@
 #include "core/log.hpp"
 #include "core/regular_file.hpp"
 #include "core/slurm_env.hpp"
+#include "core/utc_time.hpp"
 
 namespace trident::ckpt {
 namespace {
@@ -46,12 +46,6 @@ long long process_start_ticks(long pid) {
   return 0;
 }
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
 
 LockOwner this_run() {
   LockOwner o;
@@ -63,7 +57,7 @@ LockOwner this_run() {
   o.host = host_name();
   o.pid = long(::getpid());
   o.start_ticks = process_start_ticks(o.pid);
-  o.since_utc = utc_now();
+  o.since_utc = utc_timestamp();
   return o;
 }
 

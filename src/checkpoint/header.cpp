@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -16,6 +15,7 @@
 #include "checkpoint/h5.hpp"
 #include "checkpoint/manifest.hpp"
 #include "trident_version.hpp"
+#include "core/utc_time.hpp"
 
 namespace fs = std::filesystem;
 
@@ -28,14 +28,6 @@ using h5::Handle;
 
 namespace {
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 }  // namespace
 
@@ -159,7 +151,7 @@ void write_scalars(hid_t file, const Config& cfg, const TrainingProgress& p, int
   write_attr(file, "format", std::string(ckpt::kFormatName));
   write_attr(file, "format_version", kCheckpointFormatVersion);
   write_attr(file, "step", p.step);
-  write_attr(file, "created_utc", utc_now());
+  write_attr(file, "created_utc", utc_timestamp());
   write_attr(file, "trident_version", std::string(TRIDENT_VERSION));
   write_attr(file, "checksum_algorithm", std::string(ckpt::kChecksumAlgorithm));
 

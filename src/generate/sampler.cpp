@@ -25,15 +25,21 @@ double TokenSampler::uniform() { return double(splitmix64(key_ + draws_++) >> 11
 
 int32_t TokenSampler::next(const float* logits, int64_t V) {
   if (options_.temperature == 0) return int32_t(std::max_element(logits, logits + V) - logits);
-  // Most likely first; equal logits by token id, so the order (and the draw) never depends on the sort.
+  const int64_t k = options_.top_k > 0 ? std::min(options_.top_k, V) : V;
+  const bool narrowed = k < V || options_.top_p < 1;
+  // Candidates in the order the draw walks them: by id when every token is kept (no sort on the
+  // per-token path), else most likely first, equal logits by id, so the order never depends on the sort.
   order_.resize(size_t(V));
   std::iota(order_.begin(), order_.end(), 0);
-  const int64_t k = options_.top_k > 0 ? std::min(options_.top_k, V) : V;
-  auto more_likely = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
-  std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), more_likely);
-  // Softmax of logits / temperature over the k kept, in double.
+  if (narrowed) {
+    auto more_likely = [&](int32_t a, int32_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    };
+    std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), more_likely);
+  }
+  // Softmax of logits / temperature over the k candidates, in double.
   probs_.resize(size_t(k));
-  const double top = logits[order_[0]];
+  const double top = *std::max_element(logits, logits + V);
   double sum = 0;
   for (int64_t i = 0; i < k; ++i) sum += probs_[i] = std::exp((double(logits[order_[i]]) - top) / options_.temperature);
   // Nucleus: the shortest prefix whose probability reaches top_p (at least one token).

@@ -12,12 +12,6 @@
 namespace trident {
 namespace {
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
-  return h;
-}
-
 // The per-tensor key of the counter-based generator, computed once per tensor (not per element).
 uint64_t init_key(uint64_t seed, const std::string& name) { return splitmix64(seed ^ fnv1a(name)); }
 

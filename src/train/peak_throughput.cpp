@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -18,6 +17,8 @@
 #include "core/log.hpp"
 #include "core/output_file.hpp"
 #include "core/regular_file.hpp"
+#include "core/splitmix64.hpp"
+#include "core/utc_time.hpp"
 #include "kernels.hpp"
 
 extern "C" int openblas_get_num_threads(void);
@@ -46,22 +47,6 @@ std::string cache_dir() {
   const char* home = std::getenv("HOME");
   if (home && home[0] == '/') return std::string(home) + "/.cache/trident";
   return "";
-}
-
-// FNV-1a: a stable file name for the key (std::hash may differ between builds).
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
-  return h;
-}
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 double measure(Kernels& k) {
@@ -138,7 +123,7 @@ void write_cpu_peak(const std::string& path, const std::string& key, double tflo
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw OutputError("the CPU peak cache", dir.string(), ec.value(), "cannot create");
-  const toml::table t{{"format", kFormat}, {"key", key}, {"tflops", tflops}, {"measured", utc_now()}};
+  const toml::table t{{"format", kFormat}, {"key", key}, {"tflops", tflops}, {"measured", utc_timestamp()}};
   std::ostringstream text;
   text << "# trident's measured sgemm peak for MFU (runtime.peak_tflops overrides it)\n" << t << "\n";
   // Ranks of other jobs may write the same file at the same moment: each writes its own name, then

@@ -53,7 +53,7 @@ std::string format_run_summary(const RunSummary& s) {
   else
     ckpt = s.checkpoints_on ? "no checkpoint written by this run" : "no checkpoint (no checkpoint.dir)";
   return fmt::format(
-      "run summary: {} step(s) ({}-{} of {}) in {:.1f} s wall, {:.0f} tokens/s | final training loss {:.4f} | {} | "
+      "run summary: {} step(s) ({}-{} of {}) in {:.3f} s wall, {:.0f} tokens/s | final training loss {:.4f} | {} | "
       "{:.2f} epoch(s) of the training data | {}",
       steps, s.first_step, s.last_step, s.planned_steps, s.wall_s, s.wall_s > 0 ? double(s.tokens) / s.wall_s : 0.0,
       s.final_loss, val, s.epochs, ckpt);

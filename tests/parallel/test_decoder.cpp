@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include "common/model_inputs.hpp"
 #include "common/test_support.hpp"
@@ -31,6 +32,27 @@ constexpr int64_t kVocab = 1009, kPrompt = 5;
 Config decoder_deck(int tp) {
   return small_deck(kVocab, {fmt::format("mesh.tp={}", tp), "mesh.dp=1", "train.micro_batch=2", "train.global_batch=2",
                              "model.vocab_pad_to=8"});
+}
+
+// The seeded model of decoder_deck on a TP group of the whole world.
+struct ModelOnTheWorld {
+  ModelOnTheWorld() : cfg(decoder_deck(world_size())), mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait) {
+    connect(mesh, cfg);
+    trainer = std::make_unique<Trainer>(cfg, test_kernels(), &mesh);
+  }
+  Config cfg;
+  ParallelMesh mesh;
+  std::unique_ptr<Trainer> trainer;
+  GptModel& model() { return trainer->model(); }
+  Group* tp() { return world_size() > 1 ? &mesh.tp() : nullptr; }
+};
+
+// -log softmax(row)[target], in double.
+double position_loss(const float* row, int32_t target) {
+  const double top = *std::max_element(row, row + kVocab);
+  double sum = 0;
+  for (int64_t v = 0; v < kVocab; ++v) sum += std::exp(double(row[v]) - top);
+  return std::log(sum) + top - double(row[target]);
 }
 
 // Every position's logits [B, T, V] as generation computes them: the prompt at once, then one token a call.
@@ -51,25 +73,15 @@ std::vector<float> decode_positions(Decoder& d, const std::vector<int32_t>& toke
 }
 
 TEST(Decoder, CacheGivesTheTrainingForwardsLoss) {
-  const Config cfg = decoder_deck(world_size());
-  ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
-  connect(mesh, cfg);
-  Trainer trainer(cfg, test_kernels(), &mesh);
-  GptModel& model = trainer.model();
-  const int64_t B = cfg.train.micro_batch, T = cfg.model.seq_len;
+  ModelOnTheWorld held;
+  GptModel& model = held.model();
+  const int64_t B = held.cfg.train.micro_batch, T = held.cfg.model.seq_len;
   const std::vector<int32_t> tokens = random_tokens(B * T + 1, kVocab, 21);
   const std::vector<int32_t> inputs(tokens.begin(), tokens.end() - 1), targets(tokens.begin() + 1, tokens.end());
-  Decoder decoder(model.shapes(), model.layout(), model.params(), test_kernels(),
-                  world_size() > 1 ? &mesh.tp() : nullptr, B, T);
+  Decoder decoder(model.shapes(), model.layout(), model.params(), test_kernels(), held.tp(), B, T);
   const std::vector<float> logits = decode_positions(decoder, inputs, B, T);
   double loss = 0;
-  for (int64_t i = 0; i < B * T; ++i) {
-    const float* row = &logits[i * kVocab];
-    const double top = *std::max_element(row, row + kVocab);
-    double sum = 0;
-    for (int64_t v = 0; v < kVocab; ++v) sum += std::exp(double(row[v]) - top);
-    loss += std::log(sum) + top - double(row[targets[i]]);
-  }
+  for (int64_t i = 0; i < B * T; ++i) loss += position_loss(&logits[i * kVocab], targets[i]);
   const double want = model.forward_loss(inputs.data(), targets.data());
   EXPECT_NEAR(loss, want, 1e-5 * want) << "decoder " << loss << ", training forward " << want;
   EXPECT_EQ(decoder.length(), T);
@@ -81,14 +93,10 @@ TEST(Decoder, CacheGivesTheTrainingForwardsLoss) {
   std::vector<int32_t> scored = targets;
   double want_scored = 0;
   for (int64_t i = 0; i < B * T; ++i) {
-    const float* row = &logits[i * kVocab];
-    const double top = *std::max_element(row, row + kVocab);
-    double sum = 0;
-    for (int64_t v = 0; v < kVocab; ++v) sum += std::exp(double(row[v]) - top);
     if (i % 3 == 0)
       scored[i] = -1;
     else
-      want_scored += std::log(sum) + top - double(row[targets[i]]);
+      want_scored += position_loss(&logits[i * kVocab], targets[i]);
   }
   const std::vector<float> losses = decoder.feed_losses(inputs.data(), T, scored.data());
   double got_scored = 0;
@@ -112,13 +120,10 @@ TEST(Decoder, CacheGivesTheTrainingForwardsLoss) {
 }
 
 TEST(Decoder, RefusesWhatItCannotHold) {
-  const Config cfg = decoder_deck(world_size());
-  ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
-  connect(mesh, cfg);
-  Trainer trainer(cfg, test_kernels(), &mesh);
-  GptModel& model = trainer.model();
-  Group* tp = world_size() > 1 ? &mesh.tp() : nullptr;
-  EXPECT_THROW(Decoder(model.shapes(), model.layout(), model.params(), test_kernels(), tp, 1, cfg.model.seq_len + 1),
+  ModelOnTheWorld held;
+  GptModel& model = held.model();
+  Group* tp = held.tp();
+  EXPECT_THROW(Decoder(model.shapes(), model.layout(), model.params(), test_kernels(), tp, 1, held.cfg.model.seq_len + 1),
                Error);
   EXPECT_THROW(Decoder(model.shapes(), model.layout(), nullptr, test_kernels(), tp, 1, 4), Error);
   Decoder decoder(model.shapes(), model.layout(), model.params(), test_kernels(), tp, 1, 4);

@@ -19,18 +19,8 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-struct EvalRun {
-  int rc = -1;
-  std::string out;
-};
-
-EvalRun run_eval(const std::string& dir, const std::string& args) {
-  EvalRun r;
-  const std::string cmd = fmt::format("cd {} && {} OPENBLAS_NUM_THREADS=1 timeout -k 5 120 {} -n 1 {} eval deck.toml {}",
-                                      dir, without_parent_mpi_env(), local_mpiexec(), trident_binary(), args);
-  r.rc = run_command(cmd, &r.out);
-  r.out = "$ " + cmd + "\n" + r.out;
-  return r;
+CommandRun run_eval(const std::string& dir, const std::string& args) {
+  return run_trident(dir, 1, "eval deck.toml " + args);
 }
 
 std::vector<std::string> files_of(const std::string& dir) {
@@ -43,14 +33,14 @@ std::vector<std::string> files_of(const std::string& dir) {
 TEST(EvalCommand, RefusesWhatItCannotEvaluate) {
   const std::string dir = make_temp_dir("trident-eval");
   write_file(dir + "/deck.toml", kTinyTextDeck);
-  const EvalRun no_data = run_eval(dir, "");
+  const CommandRun no_data = run_eval(dir, "");
   EXPECT_EQ(no_data.rc, 2) << no_data.out;
   EXPECT_THAT(no_data.out, HasSubstr("nothing to evaluate on: give --data PATH or set [data] val_path"));
-  const EvalRun no_model = run_eval(dir, "--data /usr/share/common-licenses/GPL-2");
+  const CommandRun no_model = run_eval(dir, "--data /usr/share/common-licenses/GPL-2");
   EXPECT_EQ(no_model.rc, 2) << no_model.out;
   EXPECT_THAT(no_model.out, HasSubstr("nothing to evaluate: no --checkpoint, no [checkpoint] dir"));
   fs::create_directory(dir + "/empty");
-  const EvalRun empty = run_eval(dir, "--data /usr/share/common-licenses/GPL-2 --checkpoint empty");
+  const CommandRun empty = run_eval(dir, "--data /usr/share/common-licenses/GPL-2 --checkpoint empty");
   EXPECT_EQ(empty.rc, 2) << empty.out;
   EXPECT_THAT(empty.out, HasSubstr("empty: no checkpoint in this directory"));
   fs::remove_all(dir);
@@ -63,7 +53,7 @@ TEST(EvalCommand, ReadsTheCheckpointDirectoryWithoutWritingIt) {
   const std::string ckpt = trained.dir + "/ckpt";
   const auto before = files_of(ckpt);
   write_file(ckpt + "/trident.lock", "{\"note\": \"a training run holds this directory\"}\n");
-  const EvalRun r = run_eval(trained.dir, "--set checkpoint.dir=ckpt --data /usr/share/common-licenses/GPL-2 "
+  const CommandRun r = run_eval(trained.dir, "--set checkpoint.dir=ckpt --data /usr/share/common-licenses/GPL-2 "
                                           "--json eval.json");
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("eval: loss "));

@@ -21,18 +21,8 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-struct GenerateRun {
-  int rc = -1;
-  std::string out;
-};
-
-GenerateRun run_generate(const std::string& dir, int np, const std::string& args) {
-  GenerateRun r;
-  const std::string cmd = fmt::format("cd {} && {} OPENBLAS_NUM_THREADS=1 timeout -k 5 120 {} -n {} {} generate deck.toml {}",
-                                      dir, without_parent_mpi_env(), local_mpiexec(), np, trident_binary(), args);
-  r.rc = run_command(cmd, &r.out);
-  r.out = "$ " + cmd + "\n" + r.out;
-  return r;
+CommandRun run_generate(const std::string& dir, int np, const std::string& args) {
+  return run_trident(dir, np, "generate deck.toml " + args);
 }
 
 nlohmann::json read_json(const std::string& path) {
@@ -49,7 +39,7 @@ TEST(GenerateCommand, RefusesWhatItCannotGenerate) {
       {"--checkpoint missing_dir --prompt x", "missing_dir"},
   };
   for (const auto& [args, message] : cases) {
-    const GenerateRun r = run_generate(dir, 1, args);
+    const CommandRun r = run_generate(dir, 1, args);
     EXPECT_EQ(r.rc, 2) << r.out;
     EXPECT_THAT(r.out, HasSubstr(message));
   }
@@ -61,7 +51,7 @@ TEST(GenerateCommand, SamplesFromACheckpointAlikeOnOneAndTwoRanks) {
   ASSERT_EQ(trained.rc, 0) << trained.out;
   const std::string& dir = trained.dir;
   const std::string sampling = "--set checkpoint.dir=ckpt --prompt 'The ' --max-new-tokens 10 --samples 2 --seed 3";
-  const GenerateRun one = run_generate(dir, 1, sampling + " --json one.json");
+  const CommandRun one = run_generate(dir, 1, sampling + " --json one.json");
   ASSERT_EQ(one.rc, 0) << one.out;
   EXPECT_THAT(one.out, HasSubstr("--- sample 1 of 2 (10 tokens) ---\nThe "));
   EXPECT_THAT(one.out, HasSubstr("KV cache"));
@@ -69,7 +59,7 @@ TEST(GenerateCommand, SamplesFromACheckpointAlikeOnOneAndTwoRanks) {
   ASSERT_EQ(a.at("samples").size(), 2u);
   EXPECT_EQ(a.at("samples").at(0).at("tokens").size(), 10u);  // bytes have no end-of-text token: no early stop
   EXPECT_EQ(a.at("prompt_tokens"), nlohmann::json({'T', 'h', 'e', ' '}));
-  const GenerateRun two = run_generate(dir, 2, sampling + " --json two.json");
+  const CommandRun two = run_generate(dir, 2, sampling + " --json two.json");
   ASSERT_EQ(two.rc, 0) << two.out;
   EXPECT_EQ(read_json(dir + "/two.json").at("samples"), a.at("samples")) << "tp 2 samples as tp 1 does";
 
@@ -78,8 +68,8 @@ TEST(GenerateCommand, SamplesFromACheckpointAlikeOnOneAndTwoRanks) {
   const std::string export_cmd = fmt::format("cd {} && {} {} ckpt export ckpt --out hf", dir, without_parent_mpi_env(),
                                              trident_binary());
   ASSERT_EQ(run_command(export_cmd, &log), 0) << export_cmd << "\n" << log;
-  const GenerateRun from_ckpt = run_generate(dir, 1, sampling + " --temperature 0 --json greedy_ckpt.json");
-  const GenerateRun from_export =
+  const CommandRun from_ckpt = run_generate(dir, 1, sampling + " --temperature 0 --json greedy_ckpt.json");
+  const CommandRun from_export =
       run_generate(dir, 1, "--checkpoint hf --prompt 'The ' --max-new-tokens 10 --temperature 0 --json greedy_hf.json");
   ASSERT_EQ(from_ckpt.rc, 0) << from_ckpt.out;
   ASSERT_EQ(from_export.rc, 0) << from_export.out;
@@ -99,7 +89,7 @@ TEST(GenerateCommand, SamplesFromACheckpointAlikeOnOneAndTwoRanks) {
       {"--set checkpoint.dir=ckpt --prompt-file /dev/null/x", "--prompt-file"},
   };
   for (const auto& [args, message] : refusals) {
-    const GenerateRun r = run_generate(dir, 1, args);
+    const CommandRun r = run_generate(dir, 1, args);
     EXPECT_EQ(r.rc, 2) << r.out;
     EXPECT_THAT(r.out, HasSubstr(message));
   }

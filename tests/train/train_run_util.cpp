@@ -45,6 +45,15 @@ TrainOutput run_train(int np, const std::string& deck, const std::vector<std::st
   return r;
 }
 
+CommandRun run_trident(const std::string& dir, int np, const std::string& args) {
+  CommandRun r;
+  const std::string cmd = fmt::format("cd {} && {} OPENBLAS_NUM_THREADS=1 timeout -k 5 120 {} -n {} {} {}", dir,
+                                      without_parent_mpi_env(), local_mpiexec(), np, trident_binary(), args);
+  r.rc = run_command(cmd, &r.out);
+  r.out = "$ " + cmd + "\n" + r.out;
+  return r;
+}
+
 std::vector<std::string> lines_with(const std::string& text, const std::string& needle) {
   std::vector<std::string> found;
   std::istringstream in(text);

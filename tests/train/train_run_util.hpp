@@ -22,6 +22,14 @@ struct TrainOutput {
 // Runs the deck with the --set overrides `sets` (runtime.metrics is set to a file in `dir`).
 TrainOutput run_train(int np, const std::string& deck, const std::vector<std::string>& sets);
 
+// `trident ARGS` (a subcommand and its arguments) run in `dir` on `np` ranks: its exit status, and the
+// command followed by its stdout + stderr.
+struct CommandRun {
+  int rc = -1;
+  std::string out;
+};
+CommandRun run_trident(const std::string& dir, int np, const std::string& args);
+
 // The lines of `text` that contain `needle`.
 std::vector<std::string> lines_with(const std::string& text, const std::string& needle);
 
