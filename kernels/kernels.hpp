@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace trident {
 
@@ -66,12 +67,19 @@ class Kernels {
   virtual void position_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C,
                                  int64_t t_begin) = 0;
 
-  // ---- LayerNorm (eps 1e-5, weight and bias); mean/rstd [N] are saved for backward ----
+  // ---- LayerNorm (weight and bias; eps: model.norm_eps, GPT-2's 1e-5); mean/rstd [N] are saved for backward ----
   virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                                 const float* bias, int64_t N, int64_t C) = 0;
+                                 const float* bias, int64_t N, int64_t C, float eps) = 0;
   virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                   const float* inp, const float* weight, const float* mean,
                                   const float* rstd, int64_t N, int64_t C) = 0;
+
+  // ---- RMSNorm (Llama): out = inp * rstd * weight, rstd = 1 / sqrt(mean_c(inp^2) + eps), the mean in
+  // double; rstd [N] is saved for backward ----
+  virtual void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int64_t C,
+                               float eps) = 0;
+  virtual void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                                const float* weight, const float* rstd, int64_t N, int64_t C) = 0;
 
   // ---- matmul with bias: out[N,OC] = inp[N,IC] weight[OC,IC]^T + bias[OC] (bias may be null) ----
   virtual void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
@@ -80,26 +88,49 @@ class Kernels {
   virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                const float* inp, const float* weight, int64_t N, int64_t IC, int64_t OC) = 0;
 
-  // ---- causal self-attention over NH heads of size HD, C = NH*HD (flash-style contract) ----
-  // qkv [B,T,3C] laid out q|k|v, each [NH,HD] per position. out [B,T,C]. Scale 1/sqrt(HD).
-  // lse [B,NH,T] receives each query row's log-sum-exp of its scaled, causally masked logits:
+  // ---- causal self-attention, grouped-query (flash-style contract) ----
+  // NH query heads and KVH key/value heads of size HD (NH a multiple of KVH; KVH = NH is multi-head
+  // attention, KVH = 1 multi-query); query head h reads key/value head h / (NH / KVH), never a copy.
+  // qkv [B,T,(NH+2*KVH)*HD]: each position's row is q [NH,HD] | k [KVH,HD] | v [KVH,HD]. out [B,T,NH*HD].
+  // Scale 1/sqrt(HD). lse [B,NH,T] receives each query row's log-sum-exp of its scaled, causally
+  // masked logits:
   //   lse[b,h,t] = log sum_{j<=t} exp(q_t . k_j / sqrt(HD)),
   // the only statistic backward needs besides out, so attention keeps O(B*NH*T) floats between
   // forward and backward, never the [T,T] probabilities (no implementation stores them in memory
   // that outlives one tile). Softmax probabilities are p[t,j] = exp(s[t,j] - lse[t]).
   virtual void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH,
-                                 int64_t HD) = 0;
-  // The forward of the query rows [q_begin, q_begin + q_count) of each sequence alone: out [B, q_count, C],
+                                 int64_t KVH, int64_t HD) = 0;
+  // The forward of the query rows [q_begin, q_begin + q_count) of each sequence alone: out [B, q_count, NH*HD],
   // row t attending to the keys 0..t of qkv as in attention_forward (rows of qkv past q_begin + q_count
   // are never read; no lse). Incremental decoding keeps the qkv rows of the tokens so far as its KV cache
   // and computes only the new rows. The values of attention_forward's rows up to rounding (the tiles'
   // GEMMs may block the shorter rows differently).
-  virtual void attention_forward_rows(float* out, const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t HD,
-                                      int64_t q_begin, int64_t q_count) = 0;
+  virtual void attention_forward_rows(float* out, const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t KVH,
+                                      int64_t HD, int64_t q_begin, int64_t q_count) = 0;
   // Backward from the forward's out and lse: D[t] = sum_d dout[t,d] out[t,d], dS = P (dP - D),
-  // dq = dS k / sqrt(HD), dk = dS^T q / sqrt(HD), dv = P^T dout, ACCUMULATED into dqkv.
+  // dq = dS k / sqrt(HD), dk = dS^T q / sqrt(HD), dv = P^T dout, ACCUMULATED into dqkv; the dk and dv of
+  // a key/value head sum its group's query heads in a fixed order.
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                                  const float* lse, int64_t B, int64_t T, int64_t NH, int64_t HD) = 0;
+                                  const float* lse, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD) = 0;
+
+  // ---- rotary position embedding (Llama; Hugging Face's rotate-half convention) ----
+  // IN PLACE on the q and k heads of rows [t_begin, t_begin + t_count) of each of the B sequences of T
+  // rows of qkv (laid out as for attention; v untouched); row t is position t. table [positions, HD/2, 2]
+  // holds (cos, sin) of position p times frequency i = theta^(-2i/HD) (rope_table() below). For each
+  // head x and i < HD/2, with (c, s) = table[t, i]:
+  //   x[i] <- x[i] c - x[i + HD/2] s,   x[i + HD/2] <- x[i + HD/2] c + x[i] s.
+  virtual void rope_forward(float* qkv, const float* table, int64_t B, int64_t T, int64_t NH, int64_t KVH,
+                            int64_t HD, int64_t t_begin, int64_t t_count) = 0;
+  // The transpose, IN PLACE on a gradient laid out as qkv (it does not accumulate: dqkv holds the
+  // gradient of the rotated q and k on entry and of the unrotated ones on exit):
+  //   g[i] <- g[i] c + g[i + HD/2] s,   g[i + HD/2] <- g[i + HD/2] c - g[i] s.
+  virtual void rope_backward(float* dqkv, const float* table, int64_t B, int64_t T, int64_t NH, int64_t KVH,
+                             int64_t HD, int64_t t_begin, int64_t t_count) = 0;
+
+  // ---- SwiGLU (Llama's MLP): inp [N, 2F] holds gate | up per row; out [N, F] = silu(gate) * up ----
+  virtual void swiglu_forward(float* out, const float* inp, int64_t N, int64_t F) = 0;
+  // dinp [N, 2F] (gate | up) ACCUMULATES d/dgate and d/dup of dout [N, F].
+  virtual void swiglu_backward(float* dinp, const float* inp, const float* dout, int64_t N, int64_t F) = 0;
 
   // ---- GELU, tanh approximation ----
   virtual void gelu_forward(float* out, const float* inp, int64_t n) = 0;
@@ -154,6 +185,10 @@ std::unique_ptr<Kernels> make_kokkos_kernels();
 // allocator, cuBLASLt GEMMs. Loads the CUDA module (cuda_module.hpp). Throws trident::Error in a build
 // without CUDA, without a device, or when the module cannot be loaded.
 std::unique_ptr<Kernels> make_cuda_kernels();
+
+// RoPE's table for positions [0, positions) at head size HD (even): [positions, HD/2, 2] of (cos, sin),
+// the angles p * theta^(-2i/HD) computed in double and rounded once.
+std::vector<float> rope_table(double theta, int64_t HD, int64_t positions);
 
 // attention_forward_rows' precondition, checked by every backend.
 inline bool attention_rows_valid(int64_t T, int64_t q_begin, int64_t q_count) {
