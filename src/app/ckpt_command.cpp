@@ -132,7 +132,7 @@ void add_ckpt_command(CLI::App& app) {
   verify->callback([args] { on_rank0([&] { run_verify(*args); }); });
 
   auto* exp = ckpt->add_subcommand(
-      "export", "Write model.safetensors (Hugging Face GPT-2 names and layout, fp32) and config.json (GPT2LMHeadModel)");
+      "export", "Write model.safetensors (Hugging Face names and layout, fp32) and config.json (GPT2LMHeadModel or LlamaForCausalLM)");
   exp->add_option("ckpt", args->ckpt, "Checkpoint file, or a directory (its latest)")->required();
   exp->add_option("--out", args->out, "Output directory")->required();
   exp->callback([args] { on_rank0([&] { run_export(*args); }); });

@@ -12,8 +12,9 @@
 namespace trident {
 namespace {
 
-// `ckpt export`'s output (its directory, or the model.safetensors in it) given where a checkpoint goes:
-// the weights to read as model.init_from; "" for anything else.
+// `ckpt export`'s output (its directory, or the model.safetensors in it) or a Hugging Face model directory
+// with sharded weights, given where a checkpoint goes: the weights to read as model.init_from; "" for
+// anything else.
 std::string exported_weights(const std::string& arg) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -21,6 +22,7 @@ std::string exported_weights(const std::string& arg) {
   if (arg.size() > suffix.size() && arg.compare(arg.size() - suffix.size(), suffix.size(), suffix) == 0) return arg;
   if (fs::is_directory(arg, ec) && fs::exists(fs::path(arg) / "model.safetensors", ec))
     return (fs::path(arg) / "model.safetensors").string();
+  if (fs::is_directory(arg, ec) && fs::exists(fs::path(arg) / "model.safetensors.index.json", ec)) return arg;
   return "";
 }
 

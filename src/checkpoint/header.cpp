@@ -105,7 +105,7 @@ CheckpointHeader from_json(const nlohmann::json& j) {
 // ---------------------------------------------------------------------------------------------
 // Checks of a header against the model a run needs.
 
-int64_t resolved_ffn(const ModelConfig& m) { return m.ffn_hidden > 0 ? m.ffn_hidden : 4 * m.hidden; }
+int64_t resolved_ffn(const ModelConfig& m) { return m.ffn(); }
 
 // The groups a load needs: params always, the optimizer groups when the shard has optimizer state.
 void check_fits(const CheckpointHeader& h, const ModelConfig& m, bool need_optimizer) {
@@ -143,6 +143,17 @@ void check_fits(const CheckpointHeader& h, const ModelConfig& m, bool need_optim
   if (h.model.heads != m.heads)
     throw CheckpointError(fmt::format("{}: the checkpoint's model has {} attention heads, this model {}", f,
                                       h.model.heads, m.heads));
+  if (h.model.kv() != m.kv())
+    throw CheckpointError(fmt::format("{}: the checkpoint's model has {} key/value heads, this model {}", f,
+                                      h.model.kv(), m.kv()));
+  // The same tensors computed another way: refused rather than trained on silently.
+  const auto differs = [&](const char* what, const std::string& theirs, const std::string& ours) {
+    if (theirs != ours)
+      throw CheckpointError(fmt::format("{}: the checkpoint's model has {} {}, this model {}", f, what, theirs, ours));
+  };
+  differs("norm", to_string(h.model.norm), to_string(m.norm));
+  differs("positions", to_string(h.model.positions), to_string(m.positions));
+  differs("mlp", to_string(h.model.mlp), to_string(m.mlp));
 }
 
 void write_scalars(hid_t file, const Config& cfg, const TrainingProgress& p, int world_size, bool has_optimizer,
@@ -208,8 +219,16 @@ void write_scalars(hid_t file, const Config& cfg, const TrainingProgress& p, int
   write_attr(model, "n_inner", resolved_ffn(m));
   write_attr(model, "tie_word_embeddings", int64_t(m.tie_embeddings));
   write_attr(model, "initializer_range", m.init_std);
-  write_attr(model, "layer_norm_epsilon", 1e-5);
-  write_attr(model, "activation_function", std::string("gelu_new"));
+  write_attr(model, "layer_norm_epsilon", m.norm_eps);
+  write_attr(model, "activation_function", std::string(m.mlp == Mlp::SwiGlu ? "silu" : "gelu_new"));
+  // The components (checkpoints before them lack these attributes and hold GPT-2).
+  write_attr(model, "architecture", std::string(to_string(m.architecture)));
+  write_attr(model, "num_key_value_heads", m.kv());
+  write_attr(model, "norm", std::string(to_string(m.norm)));
+  write_attr(model, "positions", std::string(to_string(m.positions)));
+  write_attr(model, "rope_theta", m.rope_theta);
+  write_attr(model, "mlp", std::string(to_string(m.mlp)));
+  write_attr(model, "bias", int64_t(m.bias));
   write_attr_u64(model, "seed", m.seed);
 
   if (has_optimizer) {
@@ -225,6 +244,37 @@ void write_scalars(hid_t file, const Config& cfg, const TrainingProgress& p, int
 }
 
 }  // namespace ckpt
+
+namespace {
+
+// One of a component attribute's names, or an error naming the attribute.
+template <class E>
+E read_choice(hid_t g, const char* attr, const std::string& where, std::initializer_list<E> values) {
+  const std::string v = ckpt::h5::read_attr_str(g, attr, where);
+  for (E e : values)
+    if (v == to_string(e)) return e;
+  throw CheckpointError(fmt::format("{}: attribute {} = \"{}\" is not one this trident knows", where, attr, v));
+}
+
+// The model's components; a checkpoint written before they existed holds GPT-2's.
+void read_components(hid_t g, const std::string& w, ModelConfig& m) {
+  using namespace ckpt::h5;
+  m.kv_heads = m.heads;
+  if (!has_attr(g, "architecture")) return;
+  m.architecture = read_choice(g, "architecture", w, {Architecture::Gpt2, Architecture::Llama});
+  m.kv_heads = read_attr_i64(g, "num_key_value_heads", w);
+  m.norm = read_choice(g, "norm", w, {Norm::LayerNorm, Norm::RmsNorm});
+  m.norm_eps = read_attr_f64(g, "layer_norm_epsilon", w);
+  m.positions = read_choice(g, "positions", w, {Positions::Learned, Positions::Rope});
+  m.rope_theta = read_attr_f64(g, "rope_theta", w);
+  m.mlp = read_choice(g, "mlp", w, {Mlp::Gelu, Mlp::SwiGlu});
+  m.bias = read_attr_i64(g, "bias", w) != 0;
+  if (m.kv_heads < 1 || m.heads % m.kv_heads != 0)
+    throw CheckpointError(fmt::format("{}: num_key_value_heads = {} does not divide the {} heads", w, m.kv_heads,
+                                      m.heads));
+}
+
+}  // namespace
 
 CheckpointHeader read_checkpoint_header(const std::string& path) {
   using namespace ckpt::h5;
@@ -302,6 +352,7 @@ CheckpointHeader read_checkpoint_header(const std::string& path) {
     m.tie_embeddings = read_attr_i64(g, "tie_word_embeddings", w) != 0;
     m.init_std = read_attr_f64(g, "initializer_range", w);
     m.seed = read_attr_u64(g, "seed", w);
+    read_components(g, w, m);
     if (m.vocab_size < 1 || m.seq_len < 1 || m.layers < 0 || m.hidden < 1 || m.heads < 1 || m.hidden % m.heads != 0 ||
         m.ffn_hidden < 1)
       throw CheckpointError(fmt::format("{}: /model attributes describe no valid GPT-2 (vocab {}, positions {}, "

@@ -32,8 +32,9 @@ Part part_of(const Held& held, const Kind& kind) {
   }
   p.blocks = ckpt::tensor_blocks(*t, L.shapes(), L.tp_rank(), L.tp_size(), begin, end);
   const bool listed = std::find(shard.not_owned.begin(), shard.not_owned.end(), t->name) != shard.not_owned.end();
-  // Tensors replicated over the TP group (LayerNorms, wpe, row-parallel biases): TP rank 0 owns them.
-  const bool tp_replica = t->split == TpSplit::None && L.tp_rank() != 0;
+  // Tensors replicated over the TP group (LayerNorms, wpe, row-parallel biases): TP rank 0 owns them;
+  // a slice held by several ranks (k_proj, v_proj with tp > kv_heads): the first of them.
+  const bool tp_replica = (t->split == TpSplit::None && L.tp_rank() != 0) || L.tp_rank() % t->replicas != 0;
   p.owner = !listed && !tp_replica && (kind.optimizer ? shard.optim_owner : shard.params_owner);
   return p;
 }

@@ -59,7 +59,7 @@ std::vector<Block> tensor_blocks(const ParamTensor& t, const GptShapes& s, int t
         global.push_back({l.row0, l.rows, l.col0, l.cols, l.row0, l.col0});
         break;
       case TpSplit::Rows:
-        global.push_back({int64_t(tp_rank) * rows + l.row0, l.rows, l.col0, l.cols, l.row0, l.col0});
+        global.push_back({int64_t(t.part(tp_rank)) * rows + l.row0, l.rows, l.col0, l.cols, l.row0, l.col0});
         break;
       case TpSplit::Cols:
         global.push_back({l.row0, l.rows, int64_t(tp_rank) * cols + l.col0, l.cols, l.row0, l.col0});

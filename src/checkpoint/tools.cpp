@@ -78,9 +78,11 @@ void ckpt::reseal_checkpoint(const std::string& path) {
   seal_checkpoint(path, step, int64_t(user_block), std::move(data));
 }
 
-std::string hf_config_json(const ModelConfig& m, Tokenizer tokenizer) {
+namespace {
+
+nlohmann::ordered_json gpt2_config(const ModelConfig& m) {
   nlohmann::ordered_json j;
-  const int64_t inner = m.ffn_hidden > 0 ? m.ffn_hidden : 4 * m.hidden;
+  const int64_t inner = m.ffn();
   j["architectures"] = {"GPT2LMHeadModel"};
   j["model_type"] = "gpt2";
   j["vocab_size"] = m.vocab_size;
@@ -91,7 +93,7 @@ std::string hf_config_json(const ModelConfig& m, Tokenizer tokenizer) {
   j["n_head"] = m.heads;
   j["n_inner"] = inner == 4 * m.hidden ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(inner);
   j["activation_function"] = "gelu_new";
-  j["layer_norm_epsilon"] = 1e-5;
+  j["layer_norm_epsilon"] = m.norm_eps;
   j["initializer_range"] = m.init_std;
   // trident trains without dropout.
   j["resid_pdrop"] = 0.0;
@@ -100,6 +102,45 @@ std::string hf_config_json(const ModelConfig& m, Tokenizer tokenizer) {
   j["scale_attn_weights"] = true;
   j["tie_word_embeddings"] = m.tie_embeddings;
   j["use_cache"] = true;
+  return j;
+}
+
+// Hugging Face's LlamaForCausalLM (transformers' LlamaConfig keys). Its rotary embedding is the
+// rotate-half form trident computes (kernels.hpp), so q_proj and k_proj go out as trident holds them.
+nlohmann::ordered_json llama_config(const ModelConfig& m) {
+  if (m.norm != Norm::RmsNorm || m.positions != Positions::Rope || m.mlp != Mlp::SwiGlu)
+    throw CheckpointError(fmt::format(
+        "this model is not one Hugging Face's LlamaForCausalLM computes (norm {}, positions {}, mlp {}; it needs "
+        "rmsnorm, rope and swiglu); not exported",
+        to_string(m.norm), to_string(m.positions), to_string(m.mlp)));
+  nlohmann::ordered_json j;
+  j["architectures"] = {"LlamaForCausalLM"};
+  j["model_type"] = "llama";
+  j["vocab_size"] = m.vocab_size;
+  j["max_position_embeddings"] = m.seq_len;
+  j["hidden_size"] = m.hidden;
+  j["intermediate_size"] = m.ffn();
+  j["num_hidden_layers"] = m.layers;
+  j["num_attention_heads"] = m.heads;
+  j["num_key_value_heads"] = m.kv();
+  j["head_dim"] = m.hidden / m.heads;
+  j["hidden_act"] = "silu";
+  j["rms_norm_eps"] = m.norm_eps;
+  j["rope_theta"] = m.rope_theta;
+  j["rope_scaling"] = nullptr;
+  j["attention_bias"] = m.bias;
+  j["mlp_bias"] = m.bias;
+  j["attention_dropout"] = 0.0;
+  j["initializer_range"] = m.init_std;
+  j["tie_word_embeddings"] = m.tie_embeddings;
+  j["use_cache"] = true;
+  return j;
+}
+
+}  // namespace
+
+std::string hf_config_json(const ModelConfig& m, Tokenizer tokenizer) {
+  nlohmann::ordered_json j = m.architecture == Architecture::Llama ? llama_config(m) : gpt2_config(m);
   if (tokenizer == Tokenizer::Gpt2) {  // its <|endoftext|>
     j["bos_token_id"] = kGpt2VocabSize - 1;
     j["eos_token_id"] = kGpt2VocabSize - 1;
@@ -146,15 +187,16 @@ ExportResult export_checkpoint(const std::string& ckpt_path, const std::string& 
                          return v;
                        }});
   }
+  const Tokenizer tokenizer = checkpoint_tokenizer(h);
+  const std::string config = hf_config_json(h.model, tokenizer);  // before any file: it may refuse the model
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) throw CheckpointError(fmt::format("cannot create '{}': {}", out_dir, ec.message()));
   write_safetensors_streamed((fs::path(out_dir) / "model.safetensors").string(), tensors,
                     {{"format", "pt"}, {"producer", "trident"}, {"checkpoint", path},
                      {"step", std::to_string(h.progress.step)}});
-  ExportResult result{path, checkpoint_tokenizer(h), {"model.safetensors", "config.json"}};
-  write_file_atomically("ckpt export", (fs::path(out_dir) / "config.json").string(),
-                        hf_config_json(h.model, result.tokenizer));
+  ExportResult result{path, tokenizer, {"model.safetensors", "config.json"}};
+  write_file_atomically("ckpt export", (fs::path(out_dir) / "config.json").string(), config);
   for (const auto& name : text::write_hf_tokenizer_files(out_dir, result.tokenizer, h.model.seq_len))
     result.files.push_back(name);
   return result;

@@ -21,6 +21,12 @@ enum class Backend { Cpu, Cuda };
 enum class MpiWait { Block, Poll };
 enum class Comm { Mpi, Nccl };
 enum class OnSignal { CheckpointExit, CheckpointContinue };
+// model.architecture: the tensor names and layout (Hugging Face's GPT2LMHeadModel or LlamaForCausalLM)
+// and the defaults of the component keys below.
+enum class Architecture { Gpt2, Llama };
+enum class Norm { LayerNorm, RmsNorm };
+enum class Positions { Learned, Rope };
+enum class Mlp { Gelu, SwiGlu };
 
 struct ModelConfig {
   int64_t vocab_size = 50257;
@@ -28,7 +34,17 @@ struct ModelConfig {
   int64_t layers = 12;
   int64_t hidden = 768;
   int64_t heads = 12;
-  int64_t ffn_hidden = 0;       // resolved to 4*hidden when 0 / absent
+  int64_t kv_heads = 0;         // key/value heads (grouped-query attention); resolved to heads when 0 / absent
+  int64_t ffn_hidden = 0;       // resolved when 0 / absent: 4*hidden (gelu), Llama's 8*hidden/3 up to 256 (swiglu)
+  Architecture architecture = Architecture::Gpt2;
+  // The components; unset keys take the architecture's (GPT-2: LayerNorm, learned positions, GELU,
+  // biases, tied; Llama: RMSNorm, RoPE, SwiGLU, no biases, untied).
+  Norm norm = Norm::LayerNorm;
+  double norm_eps = 1e-5;
+  Positions positions = Positions::Learned;
+  double rope_theta = 10000.0;
+  Mlp mlp = Mlp::Gelu;
+  bool bias = true;             // biases of the linear layers (and LayerNorm's)
   bool tie_embeddings = true;
   double init_std = 0.02;
   uint64_t seed = 1234;
@@ -36,6 +52,9 @@ struct ModelConfig {
   int64_t vocab_pad_to = 1;     // pad the vocabulary to a multiple of lcm(vocab_pad_to, tp)
 
   int64_t head_dim() const { return hidden / heads; }
+  // ffn_hidden and kv_heads as resolved by the deck (for a ModelConfig built without one: the defaults).
+  int64_t ffn() const;
+  int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
 };
 
 struct MeshConfig {
@@ -155,5 +174,17 @@ const char* to_string(Backend v);
 const char* to_string(MpiWait v);
 const char* to_string(Comm v);
 const char* to_string(OnSignal v);
+const char* to_string(Architecture v);
+const char* to_string(Norm v);
+const char* to_string(Positions v);
+const char* to_string(Mlp v);
+
+// Llama's MLP width for a hidden size: 2/3 of 4*hidden, rounded up to a multiple of 256 (Meta's rule).
+inline int64_t llama_ffn_hidden(int64_t hidden) { return (8 * hidden / 3 + 255) / 256 * 256; }
+
+inline int64_t ModelConfig::ffn() const {
+  if (ffn_hidden > 0) return ffn_hidden;
+  return mlp == Mlp::SwiGlu ? llama_ffn_hidden(hidden) : 4 * hidden;
+}
 
 }  // namespace trident

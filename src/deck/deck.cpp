@@ -175,8 +175,20 @@ class DeckReader {
     return sec && sec->contains(key);
   }
 
+  // model.architecture's components, for the keys the deck leaves out.
+  void resolve_architecture(ModelConfig& m) const {
+    const bool llama = m.architecture == Architecture::Llama;
+    if (!given("model", "norm")) m.norm = llama ? Norm::RmsNorm : Norm::LayerNorm;
+    if (!given("model", "positions")) m.positions = llama ? Positions::Rope : Positions::Learned;
+    if (!given("model", "mlp")) m.mlp = llama ? Mlp::SwiGlu : Mlp::Gelu;
+    if (!given("model", "bias")) m.bias = !llama;
+    if (!given("model", "tie_embeddings")) m.tie_embeddings = !llama;
+    if (!given("model", "kv_heads")) m.kv_heads = m.heads;
+    if (!given("model", "ffn_hidden")) m.ffn_hidden = m.mlp == Mlp::SwiGlu ? llama_ffn_hidden(m.hidden) : 4 * m.hidden;
+  }
+
   void resolve_derived(Config& cfg) const {
-    if (!given("model", "ffn_hidden")) cfg.model.ffn_hidden = 4 * cfg.model.hidden;
+    resolve_architecture(cfg.model);
     if (!given("runtime", "comm")) cfg.runtime.comm = cfg.runtime.backend == Backend::Cuda ? Comm::Nccl : Comm::Mpi;
     if (!given("data", "tokenizer")) cfg.data.tokenizer = default_tokenizer(cfg.data.format, cfg.model.vocab_size);
   }
@@ -248,6 +260,7 @@ class DeckReader {
       rule_error("model", "heads", fmt::format("[model] hidden = {} is not divisible by heads = {}", m.hidden, m.heads));
     if (m.heads % mesh.tp != 0)
       rule_error("mesh", "tp", fmt::format("[model] heads = {} is not divisible by [mesh] tp = {}", m.heads, mesh.tp));
+    check_architecture_rules(cfg);
     if (m.ffn_hidden % mesh.tp != 0)
       rule_error("mesh", "tp",
                  fmt::format("[model] ffn_hidden = {} is not divisible by [mesh] tp = {}", m.ffn_hidden, mesh.tp));
@@ -318,6 +331,43 @@ class DeckReader {
       cfg.warnings.push_back(fmt::format("{}: [mesh] zero = {} has no effect with dp = 1", where("mesh", "zero"), mesh.zero));
   }
 
+  void check_architecture_rules(const Config& cfg) const {
+    const auto& m = cfg.model;
+    const int tp = cfg.mesh.tp;
+    if (m.heads % m.kv_heads != 0)
+      rule_error("model", "kv_heads",
+                 fmt::format("[model] kv_heads = {} does not divide heads = {} (each key/value head serves a group of "
+                             "query heads)",
+                             m.kv_heads, m.heads));
+    if (m.kv_heads % tp != 0 && tp % m.kv_heads != 0)
+      rule_error("model", "kv_heads",
+                 fmt::format("[model] kv_heads = {} and [mesh] tp = {}: one must divide the other (the key/value heads "
+                             "are split over the TP ranks, or each is replicated on tp/kv_heads of them)",
+                             m.kv_heads, tp));
+    if (m.positions == Positions::Rope && m.head_dim() % 2 != 0)
+      rule_error("model", "positions",
+                 fmt::format("[model] positions = \"rope\" rotates pairs of a head's dimensions: the head size "
+                             "hidden/heads = {} must be even",
+                             m.head_dim()));
+    if (m.norm == Norm::LayerNorm && !m.bias)
+      rule_error("model", "bias",
+                 "[model] bias = false with norm = \"layernorm\": a LayerNorm without its bias is not supported; use "
+                 "norm = \"rmsnorm\" or bias = true");
+    if (m.architecture != Architecture::Gpt2) return;
+    // GPT-2's tensors (a fused c_attn, LayerNorm biases, wpe) have no place for other components.
+    const auto refuse = [&](const char* key, const std::string& value) {
+      rule_error("model", key,
+                 fmt::format("[model] {} = {} needs [model] architecture = \"llama\" (GPT-2's Hugging Face tensors, "
+                             "of [model] architecture = \"gpt2\", hold GPT-2's components only)",
+                             key, value));
+    };
+    if (m.norm != Norm::LayerNorm) refuse("norm", fmt::format("\"{}\"", to_string(m.norm)));
+    if (m.positions != Positions::Learned) refuse("positions", fmt::format("\"{}\"", to_string(m.positions)));
+    if (m.mlp != Mlp::Gelu) refuse("mlp", fmt::format("\"{}\"", to_string(m.mlp)));
+    if (!m.bias) refuse("bias", "false");
+    if (m.kv_heads != m.heads) refuse("kv_heads", std::to_string(m.kv_heads));
+  }
+
   // Sizes beyond kMaxModelElements would overflow the 64-bit byte counts of the model and the planner.
   void check_model_size(const Config& cfg) const {
     const auto params = checked_parameter_count(cfg.model);
@@ -328,13 +378,13 @@ class DeckReader {
                              kMaxModelElements));
     const auto& m = cfg.model;
     const long double activation = (long double)(cfg.train.micro_batch) * m.seq_len *
-                                   std::max({3 * m.hidden, m.ffn_hidden, m.vocab_size + m.vocab_pad_to});
+                                   std::max({3 * m.hidden, 2 * m.ffn_hidden, m.vocab_size + m.vocab_pad_to});
     if (activation > (long double)kMaxModelElements)
       rule_error("train", "micro_batch",
                  fmt::format("[train] micro_batch * [model] seq_len * the widest layer = {} * {} * {} elements in "
                              "one activation; at most {} are supported",
                              cfg.train.micro_batch, m.seq_len,
-                             std::max({3 * m.hidden, m.ffn_hidden, m.vocab_size + m.vocab_pad_to}), kMaxModelElements));
+                             std::max({3 * m.hidden, 2 * m.ffn_hidden, m.vocab_size + m.vocab_pad_to}), kMaxModelElements));
   }
 
   void check_pipeline_rules(Config& cfg) const {
@@ -464,6 +514,10 @@ TRIDENT_ENUM_NAME(Backend, "cpu", "cuda")
 TRIDENT_ENUM_NAME(MpiWait, "block", "poll")
 TRIDENT_ENUM_NAME(Comm, "mpi", "nccl")
 TRIDENT_ENUM_NAME(OnSignal, "checkpoint-exit", "checkpoint-continue")
+TRIDENT_ENUM_NAME(Architecture, "gpt2", "llama")
+TRIDENT_ENUM_NAME(Norm, "layernorm", "rmsnorm")
+TRIDENT_ENUM_NAME(Positions, "learned", "rope")
+TRIDENT_ENUM_NAME(Mlp, "gelu", "swiglu")
 #undef TRIDENT_ENUM_NAME
 
 }  // namespace trident

@@ -256,10 +256,44 @@ std::vector<KeySpec> build() {
                       "Model width; must be divisible by heads."));
   k.push_back(integer("model", "heads", &Config::model, &ModelConfig::heads, 1, big,
                       "Attention heads; must divide hidden and be divisible by mesh.tp."));
+  k.push_back(integer("model", "kv_heads", &Config::model, &ModelConfig::kv_heads, 1, big,
+                      "Key/value heads: grouped-query attention when fewer than heads (1: multi-query); must "
+                      "divide heads; divisible by mesh.tp or dividing it (then each is replicated on tp/kv_heads "
+                      "ranks).",
+                      "heads"));
   k.push_back(integer("model", "ffn_hidden", &Config::model, &ModelConfig::ffn_hidden, 1, big,
-                      "MLP inner width; must be divisible by mesh.tp.", "4*hidden"));
+                      "MLP inner width; must be divisible by mesh.tp.",
+                      "4*hidden (gelu); 8*hidden/3 rounded up to a multiple of 256 (swiglu)"));
+  k.push_back(choice("model", "architecture", &ModelConfig::architecture, &Config::model,
+                     {{"gpt2", Architecture::Gpt2}, {"llama", Architecture::Llama}},
+                     "Hugging Face's GPT-2 (GPT2LMHeadModel) or Llama (LlamaForCausalLM) tensor names and layout "
+                     "(checkpoints, init_from, `ckpt export`), and the defaults of norm, positions, mlp, bias and "
+                     "tie_embeddings. \"gpt2\" allows GPT-2's components only; \"llama\" any (an export for "
+                     "Hugging Face's Llama needs its own: rmsnorm, rope, swiglu)."));
+  k.push_back(choice("model", "norm", &ModelConfig::norm, &Config::model,
+                     {{"layernorm", Norm::LayerNorm}, {"rmsnorm", Norm::RmsNorm}},
+                     "Normalisation before attention, MLP and head: LayerNorm (weight and, with bias, a bias) or "
+                     "RMSNorm (weight).",
+                     "by architecture: \"layernorm\" (gpt2), \"rmsnorm\" (llama)"));
+  k.push_back(real("model", "norm_eps", &ModelConfig::norm_eps, &Config::model, 0.0, true, 1.0,
+                   "Epsilon of LayerNorm or RMSNorm (added to the variance or the mean square)."));
+  k.push_back(choice("model", "positions", &ModelConfig::positions, &Config::model,
+                     {{"learned", Positions::Learned}, {"rope", Positions::Rope}},
+                     "Learned position embeddings (seq_len rows) or rotary embeddings of q and k (Hugging Face's "
+                     "rotate-half convention, theta rope_theta).",
+                     "by architecture: \"learned\" (gpt2), \"rope\" (llama)"));
+  k.push_back(real("model", "rope_theta", &ModelConfig::rope_theta, &Config::model, 1.0, false, inf,
+                   "RoPE base: dimension pair i of a head turns by position * rope_theta^(-2i/head size) "
+                   "(10000 for Llama 2, 500000 for Llama 3)."));
+  k.push_back(choice("model", "mlp", &ModelConfig::mlp, &Config::model,
+                     {{"gelu", Mlp::Gelu}, {"swiglu", Mlp::SwiGlu}},
+                     "MLP: GELU (tanh approximation) of one projection, or SwiGLU (silu(gate) * up, three matrices).",
+                     "by architecture: \"gelu\" (gpt2), \"swiglu\" (llama)"));
+  k.push_back(boolean("model", "bias", &ModelConfig::bias, &Config::model,
+                      "Biases in the linear layers (and LayerNorm's bias). Default: true for gpt2, false for llama."));
   k.push_back(boolean("model", "tie_embeddings", &ModelConfig::tie_embeddings, &Config::model,
-                      "The LM head reuses the token embedding (GPT-2); false gives a separate head matrix."));
+                      "The LM head reuses the token embedding (GPT-2); false gives a separate head matrix. Default: "
+                      "true for gpt2, false for llama."));
   k.push_back(real("model", "init_std", &ModelConfig::init_std, &Config::model, 0.0, true, inf,
                    "Standard deviation of the normal initialisation of weights; the two residual output "
                    "projections of each layer use init_std/sqrt(2*layers)."));
@@ -267,8 +301,10 @@ std::vector<KeySpec> build() {
                       "Seed of the weight initialisation; the same seed gives the same global weights "
                       "whatever the parallel layout."));
   k.push_back(text("model", "init_from", &ModelConfig::init_from, &Config::model,
-                   "empty, or the path of a safetensors file",
-                   "Initial weights from a safetensors file with Hugging Face GPT-2 names and layout (fp32)."));
+                   "empty, or the path of a safetensors file, an index json or a model directory",
+                   "Initial weights from a safetensors file with Hugging Face names and layout of model.architecture "
+                   "(fp32; GPT-2's, or Llama's: a single file or a directory whose model.safetensors.index.json "
+                   "names the shards)."));
   k.push_back(integer("model", "vocab_pad_to", &Config::model, &ModelConfig::vocab_pad_to, 1, 1 << 20,
                       "The stored vocabulary is padded to a multiple of lcm(vocab_pad_to, mesh.tp); padded "
                       "logits never enter the softmax and padding never reaches checkpoints or exports."));

@@ -18,10 +18,17 @@ Decoder::Decoder(const GptShapes& shapes, const ParameterLayout& layout, const f
   TRIDENT_CHECK(batch_ >= 1 && max_len_ >= 1 && max_len_ <= s_.T,
                 "decoder: {} sequences of {} tokens (the model's positions: {})", batch_, max_len_, s_.T);
   NHl_ = s_.NH / t;
+  KVHl_ = s_.KVH >= t ? s_.KVH / t : 1;
   Cl_ = NHl_ * s_.HD;
+  QKVl_ = (NHl_ + 2 * KVHl_) * s_.HD;
   Fl_ = s_.F / t;
   Vl_ = s_.Vp / t;
-  for (int64_t l = 0; l < s_.L; ++l) cache_.push_back(take(batch_ * max_len_ * 3 * Cl_));
+  for (int64_t l = 0; l < s_.L; ++l) cache_.push_back(take(batch_ * max_len_ * QKVl_));
+  if (s_.rope) {
+    const std::vector<float> table = rope_table(s_.rope_theta, s_.HD, max_len_);
+    rope_table_ = take(int64_t(table.size()));
+    k_.copy_to_device(rope_table_, table.data(), int64_t(table.size()));
+  }
   tokens_ = k_.alloc_int(batch_ * max_len_);
   owned_.push_back(tokens_);
   bytes_ += batch_ * max_len_ * int64_t(sizeof(int32_t));
@@ -51,10 +58,10 @@ void Decoder::reserve(int64_t rows) {
   };
   x_ = make(rows * C);
   ln_ = make(rows * C);
-  qkv_ = make(rows * 3 * Cl_);
+  qkv_ = make(rows * QKVl_);
   atty_ = make(rows * Cl_);
   branch_ = make(rows * C);
-  fch_ = make(rows * Fl_);
+  fch_ = make(rows * (s_.swiglu ? 2 * Fl_ : Fl_));
   fchg_ = make(rows * Fl_);
   mean_ = make(rows);
   rstd_ = make(rows);
@@ -79,7 +86,7 @@ void Decoder::run_layers(const int32_t* tokens, int64_t n) {
   k_.copy_to_device_int(tokens_, tokens, R);
   k_.embedding_forward(x_, tokens_, params_ + layout_.wte(), layout_.vocab_begin(), Vl_, R, C);
   reduce(x_, R * C);
-  k_.position_forward(x_, params_ + layout_.wpe(), batch_, n, C, length_);
+  if (layout_.wpe() >= 0) k_.position_forward(x_, params_ + layout_.wpe(), batch_, n, C, length_);
   for (int64_t l = 0; l < s_.L; ++l) layer(l, n);
   length_ += n;
 }
@@ -106,32 +113,47 @@ std::vector<float> Decoder::feed_losses(const int32_t* tokens, int64_t n, const 
   return losses;
 }
 
-// x += attn(LN1(x)); x += mlp(LN2(x)) for the n new rows of each sequence.
+const float* Decoder::weight(int64_t offset) const { return offset < 0 ? nullptr : params_ + offset; }
+
+void Decoder::norm(const float* x, int64_t rows, int64_t weight_offset, int64_t bias_offset) {
+  if (s_.rmsnorm) {
+    k_.rmsnorm_forward(ln_, rstd_, x, weight(weight_offset), rows, s_.C, s_.norm_eps);
+  } else {
+    k_.layernorm_forward(ln_, mean_, rstd_, x, weight(weight_offset), weight(bias_offset), rows, s_.C, s_.norm_eps);
+  }
+}
+
+// x += attn(norm1(x)); x += mlp(norm2(x)) for the n new rows of each sequence. The cache keeps each
+// row's q | k | v with RoPE applied at its position.
 void Decoder::layer(int64_t l, int64_t n) {
   const auto& p = layout_.layer(l);
-  const int64_t R = batch_ * n, C = s_.C, row3 = 3 * Cl_;
+  const int64_t R = batch_ * n, C = s_.C, row = QKVl_, fc = s_.swiglu ? 2 * Fl_ : Fl_;
   const bool bias_here = !tp_ || tp_->rank() == 0;  // row-parallel biases enter the reduction once
-  auto w = [&](int64_t offset) { return params_ + offset; };
-  k_.layernorm_forward(ln_, mean_, rstd_, x_, w(p.ln1_w), w(p.ln1_b), R, C);
-  k_.matmul_forward(qkv_, ln_, w(p.qkv_w), w(p.qkv_b), R, C, row3);
+  norm(x_, R, p.ln1_w, p.ln1_b);
+  k_.matmul_forward(qkv_, ln_, weight(p.qkv_w), weight(p.qkv_b), R, C, row);
   float* cache = cache_[l];
   for (int64_t b = 0; b < batch_; ++b)
-    k_.copy(cache + (b * max_len_ + length_) * row3, qkv_ + b * n * row3, n * row3);
-  k_.attention_forward_rows(atty_, cache, batch_, max_len_, NHl_, s_.HD, length_, n);
-  k_.matmul_forward(branch_, atty_, w(p.attn_proj_w), bias_here ? w(p.attn_proj_b) : nullptr, R, Cl_, C);
+    k_.copy(cache + (b * max_len_ + length_) * row, qkv_ + b * n * row, n * row);
+  if (s_.rope) k_.rope_forward(cache, rope_table_, batch_, max_len_, NHl_, KVHl_, s_.HD, length_, n);
+  k_.attention_forward_rows(atty_, cache, batch_, max_len_, NHl_, KVHl_, s_.HD, length_, n);
+  k_.matmul_forward(branch_, atty_, weight(p.attn_proj_w), bias_here ? weight(p.attn_proj_b) : nullptr, R, Cl_, C);
   reduce(branch_, R * C);
   k_.accumulate(x_, branch_, R * C);
-  k_.layernorm_forward(ln_, mean_, rstd_, x_, w(p.ln2_w), w(p.ln2_b), R, C);
-  k_.matmul_forward(fch_, ln_, w(p.fc_w), w(p.fc_b), R, C, Fl_);
-  k_.gelu_forward(fchg_, fch_, R * Fl_);
-  k_.matmul_forward(branch_, fchg_, w(p.fc_proj_w), bias_here ? w(p.fc_proj_b) : nullptr, R, Fl_, C);
+  norm(x_, R, p.ln2_w, p.ln2_b);
+  k_.matmul_forward(fch_, ln_, weight(p.fc_w), weight(p.fc_b), R, C, fc);
+  if (s_.swiglu) {
+    k_.swiglu_forward(fchg_, fch_, R, Fl_);
+  } else {
+    k_.gelu_forward(fchg_, fch_, R * Fl_);
+  }
+  k_.matmul_forward(branch_, fchg_, weight(p.fc_proj_w), bias_here ? weight(p.fc_proj_b) : nullptr, R, Fl_, C);
   reduce(branch_, R * C);
   k_.accumulate(x_, branch_, R * C);
 }
 
 void Decoder::head(const float* top, int64_t rows) {
   const int64_t C = s_.C;
-  k_.layernorm_forward(ln_, mean_, rstd_, top, params_ + layout_.lnf_w(), params_ + layout_.lnf_b(), rows, C);
+  norm(top, rows, layout_.lnf_w(), layout_.lnf_b());
   k_.matmul_forward(logits_, ln_, params_ + layout_.lm_head(), nullptr, rows, C, Vl_);
 }
 

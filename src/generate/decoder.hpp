@@ -1,9 +1,11 @@
 #pragma once
-// Incremental decoding of a GPT-2 model with a KV cache, on any compute backend, with tensor parallelism.
+// Incremental decoding of a GPT-2 or Llama-shaped model with a KV cache, on any compute backend, with
+// tensor parallelism.
 //
-// Each layer keeps the qkv rows of every token fed so far ([batch, max_len, 3C/tp] per layer: the
-// K and V the later tokens attend to, and the Q rows beside them, which are never read again; keeping the
-// fused layout lets the training model's attention kernel read the cache as it is). Feeding n tokens
+// Each layer keeps the qkv rows of every token fed so far ([batch, max_len, (NH + 2 KVH) HD / tp] per
+// layer: the K and V the later tokens attend to, with RoPE applied at their positions, and the Q rows
+// beside them, which are never read again; keeping the fused layout lets the training model's
+// attention kernel read the cache as it is). Feeding n tokens
 // runs only those n rows through the layers: their qkv rows go into the cache at positions
 // [length, length + n), and Kernels::attention_forward_rows attends each to the cache up to itself. The
 // first call (the prompt) feeds many rows at once; every later call one row per sequence.
@@ -55,6 +57,9 @@ class Decoder {
   // Makes the scratch buffers hold `rows` rows (grown as needed, never shrunk).
   void reserve(int64_t rows);
   void layer(int64_t l, int64_t n);
+  // LayerNorm or RMSNorm of `rows` rows of x into ln_ (offsets into the parameters; bias -1 for none).
+  void norm(const float* x, int64_t rows, int64_t weight_offset, int64_t bias_offset);
+  const float* weight(int64_t offset) const;  // null for offset -1
   // Sum over the TP group (row-parallel outputs, the vocab-parallel embedding).
   void reduce(float* x, int64_t count);
   // Runs the new rows through the embedding and the layers (x_ holds their output).
@@ -70,6 +75,8 @@ class Decoder {
   Group* tp_;
   int64_t batch_, max_len_, length_ = 0;
   int64_t Cl_, Fl_, NHl_, Vl_;  // this rank's attention width, MLP width, heads, vocabulary rows
+  int64_t KVHl_, QKVl_;         // this rank's kv heads and q|k|v row width
+  float* rope_table_ = nullptr;  // RoPE: [max_len, HD/2, 2]
   int64_t rows_ = 0;            // rows the scratch buffers hold
   int64_t bytes_ = 0;
   std::vector<float*> cache_;   // per layer [batch, max_len, 3 Cl]

@@ -6,8 +6,9 @@ namespace trident {
 
 double layer_forward_flops(const ModelConfig& m, double tokens) {
   const GptShapes s = GptShapes::from(m);
-  const double C = double(s.C), F = double(s.F), T = double(s.T);
-  return tokens * (2 * C * 3 * C + 2 * C * C + 2 * 2 * C * F + 4 * T * C);
+  const double C = double(s.C), F = double(s.F), T = double(s.T), KV = double(s.KVH * s.HD);
+  const double mlp_matrices = s.swiglu ? 3 : 2;  // gate, up, down; or c_fc, c_proj
+  return tokens * (2 * C * (C + 2 * KV) + 2 * C * C + 2 * mlp_matrices * C * F + 4 * T * C);
 }
 
 double model_flops_per_token(const ModelConfig& m) {

@@ -21,12 +21,17 @@ GptModel::GptModel(const GptShapes& s, Kernels& kernels, Recompute recompute, in
   const int t = tp_.size();
   TRIDENT_CHECK(s.NH % t == 0 && s.F % t == 0 && s.Vp % t == 0,
                 "heads {}, ffn_hidden {} and padded vocabulary {} must all be divisible by tp = {}", s.NH, s.F, s.Vp, t);
+  TRIDENT_CHECK(s.NH % s.KVH == 0 && (s.KVH % t == 0 || t % s.KVH == 0),
+                "kv_heads {} must divide heads {} and divide or be divisible by tp = {}", s.KVH, s.NH, t);
   TRIDENT_CHECK(!sp_ || N_ % t == 0, "sequence parallelism needs micro_batch*seq_len = {} divisible by tp = {}", N_, t);
   Nl_ = sp_ ? N_ / t : N_;
   row0_ = sp_ ? tp_.rank() * Nl_ : 0;
   NHl_ = s.NH / t;
+  KVHl_ = s.KVH >= t ? s.KVH / t : 1;  // fewer kv heads than ranks: each rank holds one, replicated
   Cl_ = NHl_ * s.HD;
+  QKVl_ = (NHl_ + 2 * KVHl_) * s.HD;
   Fl_ = s.F / t;
+  FCl_ = s.swiglu ? 2 * Fl_ : Fl_;
   Vl_ = s.Vp / t;
   vocab_begin_ = layout_.vocab_begin();
   vocab_real_ = std::clamp<int64_t>(s.V - vocab_begin_, 0, Vl_);
@@ -58,13 +63,21 @@ GptModel::GptModel(const GptShapes& s, Kernels& kernels, Recompute recompute, in
   }
   dres_ = take(Nl * C, false, &owned_);
   dln_ = take(N * C, false, &owned_);
-  dqkv_ = take(N * 3 * Cl_, false, &owned_);
-  dfch_ = take(N * Fl_, false, &owned_);
+  dqkv_ = take(N * QKVl_, false, &owned_);
+  dfch_ = take(N * FCl_, false, &owned_);
   dfchg_ = take(N * Fl_, false, &owned_);
   if (sp_) {
     gathered_ = take(N * C, false, &owned_);
     partial_ = take(N * C, false, &owned_);
   }
+  if (s.rope) {
+    const std::vector<float> table = rope_table(s.rope_theta, s.HD, s.T);
+    rope_table_ = take(int64_t(table.size()), false, &owned_);
+    k_.copy_to_device(rope_table_, table.data(), int64_t(table.size()));
+  }
+  for (const auto& tensor : layout_.tensors())
+    if (tensor.replicas > 1) replica_sum_size_ = std::max(replica_sum_size_, tensor.numel * (t / tensor.replicas));
+  if (replica_sum_size_ > 0) replica_sum_ = take(replica_sum_size_, false, &owned_);
 }
 
 GptModel::~GptModel() {
@@ -87,13 +100,13 @@ GptModel::LayerActs GptModel::make_layer_acts(bool saved, std::vector<void*>* ow
   a.ln1 = take(Nl * C, saved, owner);
   a.ln1_mean = take(Nl, saved, owner);
   a.ln1_rstd = take(Nl, saved, owner);
-  a.qkv = take(N * 3 * Cl_, saved, owner);
+  a.qkv = take(N * QKVl_, saved, owner);
   a.atty = take(N * Cl_, saved, owner);
   a.x2 = take(Nl * C, saved, owner);
   a.ln2 = take(Nl * C, saved, owner);
   a.ln2_mean = take(Nl, saved, owner);
   a.ln2_rstd = take(Nl, saved, owner);
-  a.fch = take(N * Fl_, saved, owner);
+  a.fch = take(N * FCl_, saved, owner);
   a.fchg = take(N * Fl_, saved, owner);
   a.lse = recompute_ == Recompute::None ? take(B_ * NHl_ * shapes_.T, saved, owner) : lse_scratch_;
   return a;
@@ -169,6 +182,23 @@ void GptModel::position_grads(float* dwpe, const float* dx) {
   }
 }
 
+void GptModel::norm_forward(float* out, float* mean, float* rstd, const float* x, int64_t weight, int64_t bias) {
+  if (shapes_.rmsnorm) {
+    k_.rmsnorm_forward(out, rstd, x, param(weight), Nl_, shapes_.C, shapes_.norm_eps);
+  } else {
+    k_.layernorm_forward(out, mean, rstd, x, param(weight), optional_param(bias), Nl_, shapes_.C, shapes_.norm_eps);
+  }
+}
+
+void GptModel::norm_backward(float* dx, int64_t weight, int64_t bias, const float* dout, const float* x,
+                             const float* mean, const float* rstd) {
+  if (shapes_.rmsnorm) {
+    k_.rmsnorm_backward(dx, grad(weight), dout, x, param(weight), rstd, Nl_, shapes_.C);
+  } else {
+    k_.layernorm_backward(dx, grad(weight), optional_grad(bias), dout, x, param(weight), mean, rstd, Nl_, shapes_.C);
+  }
+}
+
 void GptModel::layer_forward(Slot& sl, int64_t l, const LayerActs& a) {
   const auto& s = shapes_;
   const auto& p = layout_.layer(l);
@@ -176,17 +206,24 @@ void GptModel::layer_forward(Slot& sl, int64_t l, const LayerActs& a) {
   const bool bias_here = tp_.rank() == 0;  // row-parallel biases enter the reduction once
   const float* x = sl.residual[l - L0_];
   acquire_params(layer_range(l));
-  k_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, param(p.ln1_w), param(p.ln1_b), Nl, C);
-  k_.matmul_forward(a.qkv, to_full(a.ln1, C), param(p.qkv_w), param(p.qkv_b), N, C, 3 * Cl_);
-  k_.attention_forward(a.atty, a.lse, a.qkv, B_, s.T, NHl_, s.HD);
-  k_.matmul_forward(partial_for(a.x2), a.atty, param(p.attn_proj_w), bias_here ? param(p.attn_proj_b) : nullptr, N, Cl_, C);
+  norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b);
+  k_.matmul_forward(a.qkv, to_full(a.ln1, C), param(p.qkv_w), optional_param(p.qkv_b), N, C, QKVl_);
+  if (s.rope) k_.rope_forward(a.qkv, rope_table_, B_, s.T, NHl_, KVHl_, s.HD, 0, s.T);
+  k_.attention_forward(a.atty, a.lse, a.qkv, B_, s.T, NHl_, KVHl_, s.HD);
+  k_.matmul_forward(partial_for(a.x2), a.atty, param(p.attn_proj_w), bias_here ? optional_param(p.attn_proj_b) : nullptr,
+                    N, Cl_, C);
   from_partial(partial_for(a.x2), a.x2, C);
   k_.accumulate(a.x2, x, Nl * C);  // x2 = x + attn
-  k_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, param(p.ln2_w), param(p.ln2_b), Nl, C);
-  k_.matmul_forward(a.fch, to_full(a.ln2, C), param(p.fc_w), param(p.fc_b), N, C, Fl_);
-  k_.gelu_forward(a.fchg, a.fch, N * Fl_);
+  norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, p.ln2_w, p.ln2_b);
+  k_.matmul_forward(a.fch, to_full(a.ln2, C), param(p.fc_w), optional_param(p.fc_b), N, C, FCl_);
+  if (s.swiglu) {
+    k_.swiglu_forward(a.fchg, a.fch, N, Fl_);
+  } else {
+    k_.gelu_forward(a.fchg, a.fch, N * Fl_);
+  }
   float* out = sl.residual[l - L0_ + 1];
-  k_.matmul_forward(partial_for(out), a.fchg, param(p.fc_proj_w), bias_here ? param(p.fc_proj_b) : nullptr, N, Fl_, C);
+  k_.matmul_forward(partial_for(out), a.fchg, param(p.fc_proj_w), bias_here ? optional_param(p.fc_proj_b) : nullptr, N,
+                    Fl_, C);
   from_partial(partial_for(out), out, C);
   k_.accumulate(out, a.x2, Nl * C);  // out = x2 + mlp
   release_params(layer_range(l));
@@ -196,36 +233,41 @@ void GptModel::layer_forward(Slot& sl, int64_t l, const LayerActs& a) {
 void GptModel::layer_backward(Slot& sl, int64_t l, const LayerActs& a) {
   const auto& s = shapes_;
   const auto& p = layout_.layer(l);
-  const int64_t N = N_, Nl = Nl_, C = s.C;
+  const int64_t N = N_, C = s.C;
   float* dln_local = sp_ ? partial_ : dln_;  // input gradient of a column-parallel GEMM, reduced
   acquire_params(layer_range(l));
   if (l > L0_) prefetch_params(layer_range(l - 1));
   if (recompute_ == Recompute::Full) {
     layer_forward(sl, l, a);
   } else if (recompute_ == Recompute::Selective) {
-    k_.attention_forward(atty_scratch_, a.lse, a.qkv, B_, s.T, NHl_, s.HD);  // same bits as a.atty
+    k_.attention_forward(atty_scratch_, a.lse, a.qkv, B_, s.T, NHl_, KVHl_, s.HD);  // same bits as a.atty
   }
   open_grads(layer_range(l).first, layer_range(l).second);
-  // MLP branch; the residual passes dres through unchanged and LN2's backward adds to it.
+  // MLP branch; the residual passes dres through unchanged and the norm's backward adds to it.
   k_.fill(dfchg_, 0.f, N * Fl_);
-  k_.matmul_backward(dfchg_, grad(p.fc_proj_w), grad(p.fc_proj_b), to_full(dres_, C), a.fchg, param(p.fc_proj_w), N, Fl_, C);
-  k_.fill(dfch_, 0.f, N * Fl_);
-  k_.gelu_backward(dfch_, a.fch, dfchg_, N * Fl_);
+  k_.matmul_backward(dfchg_, grad(p.fc_proj_w), optional_grad(p.fc_proj_b), to_full(dres_, C), a.fchg,
+                     param(p.fc_proj_w), N, Fl_, C);
+  k_.fill(dfch_, 0.f, N * FCl_);
+  if (s.swiglu) {
+    k_.swiglu_backward(dfch_, a.fch, dfchg_, N, Fl_);
+  } else {
+    k_.gelu_backward(dfch_, a.fch, dfchg_, N * Fl_);
+  }
   k_.fill(dln_, 0.f, N * C);
-  k_.matmul_backward(dln_, grad(p.fc_w), grad(p.fc_b), dfch_, to_full(a.ln2, C), param(p.fc_w), N, C, Fl_);
+  k_.matmul_backward(dln_, grad(p.fc_w), optional_grad(p.fc_b), dfch_, to_full(a.ln2, C), param(p.fc_w), N, C, FCl_);
   from_partial(dln_, dln_local, C);
-  k_.layernorm_backward(dres_, grad(p.ln2_w), grad(p.ln2_b), dln_local, a.x2, param(p.ln2_w), a.ln2_mean, a.ln2_rstd, Nl, C);
+  norm_backward(dres_, p.ln2_w, p.ln2_b, dln_local, a.x2, a.ln2_mean, a.ln2_rstd);
   // Attention branch (dln_ first holds the gradient of the attention output, [N, Cl]).
   k_.fill(dln_, 0.f, N * Cl_);
-  k_.matmul_backward(dln_, grad(p.attn_proj_w), grad(p.attn_proj_b), to_full(dres_, C), a.atty, param(p.attn_proj_w), N,
-                     Cl_, C);
-  k_.fill(dqkv_, 0.f, N * 3 * Cl_);
-  k_.attention_backward(dqkv_, dln_, a.qkv, a.atty, a.lse, B_, s.T, NHl_, s.HD);
+  k_.matmul_backward(dln_, grad(p.attn_proj_w), optional_grad(p.attn_proj_b), to_full(dres_, C), a.atty,
+                     param(p.attn_proj_w), N, Cl_, C);
+  k_.fill(dqkv_, 0.f, N * QKVl_);
+  k_.attention_backward(dqkv_, dln_, a.qkv, a.atty, a.lse, B_, s.T, NHl_, KVHl_, s.HD);
+  if (s.rope) k_.rope_backward(dqkv_, rope_table_, B_, s.T, NHl_, KVHl_, s.HD, 0, s.T);
   k_.fill(dln_, 0.f, N * C);
-  k_.matmul_backward(dln_, grad(p.qkv_w), grad(p.qkv_b), dqkv_, to_full(a.ln1, C), param(p.qkv_w), N, C, 3 * Cl_);
+  k_.matmul_backward(dln_, grad(p.qkv_w), optional_grad(p.qkv_b), dqkv_, to_full(a.ln1, C), param(p.qkv_w), N, C, QKVl_);
   from_partial(dln_, dln_local, C);
-  k_.layernorm_backward(dres_, grad(p.ln1_w), grad(p.ln1_b), dln_local, sl.residual[l - L0_], param(p.ln1_w), a.ln1_mean,
-                        a.ln1_rstd, Nl, C);
+  norm_backward(dres_, p.ln1_w, p.ln1_b, dln_local, sl.residual[l - L0_], a.ln1_mean, a.ln1_rstd);
   close_grads();
   release_params(layer_range(l));
 }
@@ -233,15 +275,14 @@ void GptModel::layer_backward(Slot& sl, int64_t l, const LayerActs& a) {
 // Final LN, logits and the vocab-parallel fused cross-entropy; with_grad: the head's backward
 // (LM head, final LN) into s.dtop. The per-position losses are summed onto loss_sum_.
 void GptModel::head_forward(Slot& sl, const int32_t* targets, float dloss_scale, bool with_grad) {
-  const auto& s = shapes_;
-  const int64_t N = N_, Nl = Nl_, C = s.C;
+  const int64_t N = N_, C = shapes_.C;
   const float* top = sl.residual[nl_];
   const std::pair<int64_t, int64_t> tail{layout_.lnf_w(), layout_.total()};  // ln_f and an untied lm_head
   const std::pair<int64_t, int64_t> wte{layout_.wte(), layout_.wte() + Vl_ * C};
   acquire_params(tail);
   if (shapes_.tied) acquire_params(wte);
   k_.copy_to_device_int(targets_, targets, N);
-  k_.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, top, param(layout_.lnf_w()), param(layout_.lnf_b()), Nl, C);
+  norm_forward(lnf_, lnf_mean_, lnf_rstd_, top, layout_.lnf_w(), layout_.lnf_b());
   const float* lnf_full = to_full(lnf_, C);
   k_.matmul_forward(logits_, lnf_full, param(layout_.lm_head()), nullptr, N, C, Vl_);
   // Max, sum of exponentials and target logit are reduced over the vocabulary shards; the logits never are.
@@ -269,8 +310,7 @@ void GptModel::head_backward(Slot& sl, const float* lnf_full) {
   k_.matmul_backward(dln_, grad(layout_.lm_head()), nullptr, logits_, lnf_full, param(layout_.lm_head()), N, C, Vl_);
   from_partial(dln_, dln_local, C);
   k_.fill(sl.dtop, 0.f, Nl * C);
-  k_.layernorm_backward(sl.dtop, grad(layout_.lnf_w()), grad(layout_.lnf_b()), dln_local, top, param(layout_.lnf_w()),
-                        lnf_mean_, lnf_rstd_, Nl, C);
+  norm_backward(sl.dtop, layout_.lnf_w(), layout_.lnf_b(), dln_local, top, lnf_mean_, lnf_rstd_);
   close_grads();
 }
 
@@ -283,14 +323,17 @@ int GptModel::forward(const int32_t* tokens, const float* input, const int32_t* 
     k_.copy_to_device_int(sl.tokens, tokens, N);
     float* x0 = sl.residual[0];
     const std::pair<int64_t, int64_t> wte{layout_.wte(), layout_.wte() + Vl_ * C}, wpe{layout_.wpe(), layout_.wpe() + shapes_.T * C};
+    const bool learned_positions = layout_.wpe() >= 0;
     acquire_params(wte);
-    acquire_params(wpe);
+    if (learned_positions) acquire_params(wpe);
     if (nl_ > 0) prefetch_params(layer_range(L0_));
     k_.embedding_forward(partial_for(x0), sl.tokens, param(layout_.wte()), vocab_begin_, Vl_, N, C);
     from_partial(partial_for(x0), x0, C);
-    add_positions(x0);
+    if (learned_positions) {
+      add_positions(x0);
+      release_params(wpe);
+    }
     release_params(wte);
-    release_params(wpe);
   } else {
     k_.copy(sl.residual[0], input, Nl_ * C);
   }
@@ -324,14 +367,14 @@ const float* GptModel::backward(int slot, const float* dout) {
   for (int64_t l = L0_ + nl_ - 1; l >= L0_; --l) {
     layer_backward(sl, l, acts_for(sl, l));
     // (A chunk that starts with a layer reports its end only once, below: from == 0 ends the backward.)
-    if (hooks_.final_from && layout_.layer(l).ln1_w > 0) hooks_.final_from(layout_.layer(l).ln1_w);
+    if (hooks_.final_from && layout_.layer(l).begin > 0) hooks_.final_from(layout_.layer(l).begin);
   }
   free_slot(sl);
   if (layout_.has_embedding()) {
     open_grads(layout_.wte(), layout_.wte() + Vl_ * C);
-    open_grads(layout_.wpe(), layout_.wpe() + shapes_.T * C);
+    if (layout_.wpe() >= 0) open_grads(layout_.wpe(), layout_.wpe() + shapes_.T * C);
     k_.embedding_backward(grad(layout_.wte()), to_full(dres_, C), sl.tokens, vocab_begin_, Vl_, N_, C);
-    position_grads(grad(layout_.wpe()), dres_);
+    if (layout_.wpe() >= 0) position_grads(grad(layout_.wpe()), dres_);
     close_grads();
   }
   if (hooks_.final_from) hooks_.final_from(0);
@@ -360,15 +403,29 @@ double GptModel::take_loss_sum() {
 
 void GptModel::finish_gradients() { finish_gradients(grads_, 0, layout_.total()); }
 
+bool GptModel::needs_finish_gradients() const { return sp_ || replica_sum_ != nullptr; }
+
 void GptModel::finish_gradients(float* range_grads, int64_t begin, int64_t end) {
-  if (!sp_) return;
-  // LayerNorms and the position embedding saw only this rank's tokens. The row-parallel biases did
-  // not: their gradient comes from the all-gathered output gradient, already whole on every rank.
   for (const auto& t : layout_.tensors()) {
     const int64_t first = std::max(begin, t.offset), last = std::min(end, t.offset + t.numel);
-    if (t.split == TpSplit::None && t.kind != ParamKind::Bias && first < last)
+    if (first >= last) continue;
+    // LayerNorms and the position embedding saw only this rank's tokens. The row-parallel biases did
+    // not: their gradient comes from the all-gathered output gradient, already whole on every rank.
+    if (sp_ && t.split == TpSplit::None && t.kind != ParamKind::Bias)
       tp_.group->all_reduce(range_grads + (first - begin), last - first);
+    if (t.replicas > 1) sum_over_replicas(t, range_grads + (first - begin), last - first);
   }
+}
+
+// A k or v slice held by `replicas` ranks (tp > kv_heads) got from each only its own query heads'
+// gradient: each rank puts its slice's gradient at its part's place in a buffer of all parts, one
+// all-reduce over the TP group sums the replicas of every part, and each takes back its part's sum.
+void GptModel::sum_over_replicas(const ParamTensor& t, float* g, int64_t n) {
+  const int parts = tp_.size() / t.replicas, part = t.part(tp_.rank());
+  k_.fill(replica_sum_, 0.f, parts * n);
+  k_.copy(replica_sum_ + part * n, g, n);
+  tp_.group->all_reduce(replica_sum_, parts * n);
+  k_.copy(g, replica_sum_ + part * n, n);
 }
 
 std::vector<float> GptModel::gather_global(const float* buffer) {
@@ -391,8 +448,8 @@ void GptModel::add_gradient_square_sums(double* sums, bool skip_wte, const float
   for (const auto& t : layout_.tensors()) {
     if (skip_wte && t.offset == layout_.wte()) continue;
     const int64_t first = std::max(begin, t.offset), last = std::min(end, t.offset + t.numel);
-    if (first < last)
-      k_.sum_squares_into(sums + (t.split == TpSplit::None ? 1 : 0), range_grads + (first - begin), last - first);
+    if (first >= last || tp_.rank() % t.replicas != 0) continue;  // a replicated k/v slice counted once
+    k_.sum_squares_into(sums + (t.split == TpSplit::None ? 1 : 0), range_grads + (first - begin), last - first);
   }
 }
 
@@ -406,8 +463,7 @@ void GptModel::set_gradient_sink(GradientSink* sink) {
 }
 
 std::pair<int64_t, int64_t> GptModel::layer_range(int64_t l) const {
-  // A layer's tensors are contiguous, from ln_1.weight to mlp.c_proj.bias ([C], replicated).
-  return {layout_.layer(l).ln1_w, layout_.layer(l).fc_proj_b + shapes_.C};
+  return {layout_.layer(l).begin, layout_.layer(l).end};
 }
 
 void GptModel::set_parameter_source(ParameterSource* source) {
@@ -448,6 +504,10 @@ void GptModel::release_params(std::pair<int64_t, int64_t> range) {
 void GptModel::prefetch_params(std::pair<int64_t, int64_t> range) {
   if (source_) source_->prefetch(range.first, range.second);
 }
+
+const float* GptModel::optional_param(int64_t offset) const { return offset < 0 ? nullptr : param(offset); }
+
+float* GptModel::optional_grad(int64_t offset) { return offset < 0 ? nullptr : grad(offset); }
 
 float* GptModel::grad(int64_t offset) {
   if (!sink_) return grads_ + offset;

@@ -1,9 +1,12 @@
 #pragma once
-// GPT-2 forward and backward of one pipeline chunk on one rank, on any compute backend
-// (kernels/kernels.hpp). The whole model is the chunk ChunkSpec::whole_model().
+// Forward and backward of one pipeline chunk of a GPT-2 or Llama-shaped model on one rank, on any
+// compute backend (kernels/kernels.hpp). The whole model is the chunk ChunkSpec::whole_model().
 //
-// Per layer: x += attn(LN1(x)); x += mlp(LN2(x)). Final LN, logits = x W_te^T (tied) or x W_head^T,
-// mean cross-entropy over all positions. Activation checkpointing (train.recompute):
+// Per layer: x += attn(norm1(x)); x += mlp(norm2(x)). Final norm, logits = x W_te^T (tied) or
+// x W_head^T, mean cross-entropy over all positions. The components come from the shapes (GptShapes):
+// LayerNorm or RMSNorm, learned positions added to the embedding or RoPE applied to q and k after
+// their projection (and its transpose to their gradient), multi-head or grouped-query attention
+// (the rank's q | k | v as one fused GEMM), GELU or SwiGLU (gate | up as one fused GEMM), biases or none. Activation checkpointing (train.recompute):
 //   none       every layer keeps all its activations;
 //   selective  layers keep everything but the attention core's softmax statistics (the per-row
 //              log-sum-exp, [B, NH, T]), which are recomputed from the stored qkv in backward. Attention
@@ -151,12 +154,14 @@ class GptModel {
 
   // Call once after the last micro-batch of a step: with sequence parallelism, the replicated
   // parameters (LayerNorms, position embedding) saw only this rank's tokens, so their gradients are
-  // summed over the TP group. Without it this does nothing.
+  // summed over the TP group; a k/v slice replicated on several ranks (tp > kv_heads) is summed over
+  // its replicas. Without either this does nothing (needs_finish_gradients()).
   void finish_gradients();
   // The same for the flat elements [begin, end) only, whose gradients are range_grads (ZeRO-2: a DP
   // rank's partition; the TP peers of a DP rank hold the same range).
   void finish_gradients(float* range_grads, int64_t begin, int64_t end);
   bool sequence_parallel() const { return sp_; }
+  bool needs_finish_gradients() const;
 
   // Adds the squared gradients of the flat elements [begin, end) onto sums[0] (tensors sharded over
   // TP) and sums[1] (replicated over TP), two doubles in backend memory; range_grads[k] is the
@@ -194,6 +199,11 @@ class GptModel {
   // Layer l's forward from residual[i] into residual[i+1] (i = l - layer_begin), with activations in `a`.
   void layer_forward(Slot& s, int64_t l, const LayerActs& a);
   void layer_backward(Slot& s, int64_t l, const LayerActs& a);
+  // LayerNorm or RMSNorm of this rank's rows (weight, bias: flat offsets; bias -1 for none).
+  void norm_forward(float* out, float* mean, float* rstd, const float* x, int64_t weight, int64_t bias);
+  void norm_backward(float* dx, int64_t weight, int64_t bias, const float* dout, const float* x, const float* mean,
+                     const float* rstd);
+  void sum_over_replicas(const ParamTensor& t, float* g, int64_t n);
   // Head: final LN, logits, vocab-parallel cross-entropy (losses summed onto loss_sum_); with_grad:
   // backward into s.dtop.
   void head_forward(Slot& s, const int32_t* targets, float dloss_scale, bool with_grad);
@@ -215,6 +225,9 @@ class GptModel {
   // Where forward and backward read parameter element `offset`: the whole-chunk buffer, or the
   // acquired source segment holding it. Acquisitions of one segment nest (full recompute).
   const float* param(int64_t offset) const;
+  // param() and grad() of a tensor the model may lack (offset -1: null).
+  const float* optional_param(int64_t offset) const;
+  float* optional_grad(int64_t offset);
   void acquire_params(std::pair<int64_t, int64_t> range);  // no-ops without a source
   void release_params(std::pair<int64_t, int64_t> range);
   void prefetch_params(std::pair<int64_t, int64_t> range);
@@ -228,6 +241,7 @@ class GptModel {
   bool sp_ = false;
   int64_t B_, N_, Nl_, row0_;     // tokens in the micro-batch, rows on this rank, first row
   int64_t Cl_, Fl_, NHl_, Vl_;    // this rank's attention width, MLP width, heads, vocabulary rows
+  int64_t KVHl_, QKVl_, FCl_;     // this rank's kv heads, q|k|v width, and c_fc (gate|up) width
   int64_t vocab_begin_, vocab_real_;  // first vocabulary row here, and how many of them are real
   int64_t L0_, nl_;               // first layer of the chunk, layers in it
   ParameterLayout layout_;
@@ -249,6 +263,9 @@ class GptModel {
   float* partial_ = nullptr;            // SP: [N, C] partial output of a row-parallel GEMM / input grad
   double* loss_sum_ = nullptr;          // head chunk: sum of per-position losses, in backend memory
   double* norm_sums_ = nullptr;         // gradient_norm(): {sharded, replicated} squared sums
+  float* rope_table_ = nullptr;         // RoPE: [T, HD/2, 2] (cos, sin)
+  float* replica_sum_ = nullptr;        // tp > kv_heads: the parts of a k/v gradient, summed over TP
+  int64_t replica_sum_size_ = 0;
   GradientHooks hooks_;
   GradientSink* sink_ = nullptr;
   struct OpenSegment {

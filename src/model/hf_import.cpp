@@ -1,4 +1,4 @@
-// Hugging Face GPT-2 weights into a rank's chunk: each tensor's TP slice is read from the file on
+// Hugging Face weights (GPT-2's or Llama's, one file or shards) into a rank's chunk: each tensor's TP slice is read from the file on
 // its own (the rectangles the checkpoint format also uses, checkpoint/shard_map.hpp), so a rank
 // never holds more of the model than its slices and one dataset row.
 #include <fmt/format.h>
@@ -10,12 +10,13 @@
 #include "core/error.hpp"
 #include "model/parameters.hpp"
 #include "safetensors/safetensors.hpp"
+#include "safetensors/safetensors_set.hpp"
 
 namespace trident {
 namespace {
 
 // Hugging Face checkpoints saved from GPT2Model have no "transformer." prefix; accept both.
-std::string hf_name_in(const SafetensorsReader& f, const std::string& name) {
+std::string hf_name_in(const SafetensorsSet& f, const std::string& name) {
   if (f.has(name)) return name;
   const std::string prefix = "transformer.";
   if (name.rfind(prefix, 0) == 0 && f.has(name.substr(prefix.size()))) return name.substr(prefix.size());
@@ -24,8 +25,9 @@ std::string hf_name_in(const SafetensorsReader& f, const std::string& name) {
 
 }  // namespace
 
-void load_hf_tensor(const SafetensorsReader& file, const ParameterLayout& layout, const ParamTensor& t, float* out) {
-  const std::string name = hf_name_in(file, t.name);
+void load_hf_tensor(const SafetensorsSet& weights, const ParameterLayout& layout, const ParamTensor& t, float* out) {
+  const std::string name = hf_name_in(weights, t.name);
+  const SafetensorsReader& file = weights.file_of(name);
   const auto shape = ckpt::dataset_shape(t, layout.shapes());
   if (file.shape(name) != shape)
     throw Error(fmt::format("safetensors file '{}': tensor '{}' has shape [{}], expected [{}]", file.path(), name,
@@ -45,8 +47,8 @@ void load_hf_tensor(const SafetensorsReader& file, const ParameterLayout& layout
 }
 
 void load_hf_safetensors(const ParameterLayout& layout, const std::string& path, float* host) {
-  const SafetensorsReader file(path);
-  for (const auto& t : layout.tensors()) load_hf_tensor(file, layout, t, host + t.offset);
+  const SafetensorsSet weights(path);
+  for (const auto& t : layout.tensors()) load_hf_tensor(weights, layout, t, host + t.offset);
 }
 
 }  // namespace trident

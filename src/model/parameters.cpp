@@ -13,6 +13,15 @@ namespace trident {
 ParameterLayout::ParameterLayout(const GptShapes& s, int tp_rank, int tp_size, ChunkSpec chunk)
     : shapes_(s), tp_rank_(tp_rank), tp_size_(tp_size), chunk_(chunk) {
   if (chunk_.layer_end < 0) chunk_.layer_end = s.L;
+  if (s.arch == Architecture::Llama) {
+    add_llama_tensors();
+  } else {
+    add_gpt2_tensors();
+  }
+}
+
+void ParameterLayout::add_gpt2_tensors() {
+  const GptShapes& s = shapes_;
   const int64_t C = s.C, F = s.F;
   using K = ParamKind;
   using S = TpSplit;
@@ -22,6 +31,7 @@ ParameterLayout::ParameterLayout(const GptShapes& s, int tp_rank, int tp_size, C
   for (int64_t l = chunk_.layer_begin; l < chunk_.layer_end; ++l) {
     const std::string p = fmt::format("transformer.h.{}.", l);
     LayerParams lp{};
+    lp.begin = total_;
     lp.ln1_w = add(p + "ln_1.weight", {C}, K::NormWeight, S::None);
     lp.ln1_b = add(p + "ln_1.bias", {C}, K::NormBias, S::None);
     lp.qkv_w = add(p + "attn.c_attn.weight", {3 * C, C}, K::Weight, S::QkvRows, true);
@@ -34,6 +44,7 @@ ParameterLayout::ParameterLayout(const GptShapes& s, int tp_rank, int tp_size, C
     lp.fc_b = add(p + "mlp.c_fc.bias", {F}, K::Bias, S::Rows);
     lp.fc_proj_w = add(p + "mlp.c_proj.weight", {C, F}, K::Weight, S::Cols, true, true);
     lp.fc_proj_b = add(p + "mlp.c_proj.bias", {C}, K::Bias, S::None);
+    lp.end = total_;
     layers_.push_back(lp);
   }
   if (chunk_.head) {
@@ -43,18 +54,78 @@ ParameterLayout::ParameterLayout(const GptShapes& s, int tp_rank, int tp_size, C
   }
 }
 
+// Hugging Face LlamaForCausalLM's names. The components a Llama lacks (LayerNorm biases, biases of the
+// linear layers, learned positions, GELU's single c_fc) are there when the deck asks for them, under
+// names in the same style.
+void ParameterLayout::add_llama_tensors() {
+  const GptShapes& s = shapes_;
+  const int64_t C = s.C, F = s.F, q_rows = s.NH * s.HD, kv_rows = s.KVH * s.HD;
+  const int kv_replicas = tp_size_ > s.KVH ? int(tp_size_ / s.KVH) : 1;
+  using K = ParamKind;
+  using S = TpSplit;
+  // A norm's weight, and its bias for a LayerNorm with biases.
+  const auto norm = [&](const std::string& name, int64_t* weight, int64_t* bias) {
+    *weight = add(name + ".weight", {C}, K::NormWeight, S::None);
+    *bias = s.norm_bias() ? add(name + ".bias", {C}, K::NormBias, S::None) : -1;
+  };
+  if (chunk_.embedding || (chunk_.head && s.tied))
+    wte_ = add("model.embed_tokens.weight", {s.Vp, C}, K::Embedding, S::Rows);
+  if (chunk_.embedding && !s.rope) wpe_ = add("model.embed_positions.weight", {s.T, C}, K::Embedding, S::None);
+  for (int64_t l = chunk_.layer_begin; l < chunk_.layer_end; ++l) {
+    const std::string p = fmt::format("model.layers.{}.", l);
+    LayerParams lp{};
+    lp.begin = total_;
+    norm(p + "input_layernorm", &lp.ln1_w, &lp.ln1_b);
+    lp.qkv_w = add(p + "self_attn.q_proj.weight", {q_rows, C}, K::Weight, S::Rows);
+    add(p + "self_attn.k_proj.weight", {kv_rows, C}, K::Weight, S::Rows, false, false, kv_replicas);
+    add(p + "self_attn.v_proj.weight", {kv_rows, C}, K::Weight, S::Rows, false, false, kv_replicas);
+    lp.qkv_b = -1;
+    if (s.bias) {
+      lp.qkv_b = add(p + "self_attn.q_proj.bias", {q_rows}, K::Bias, S::Rows);
+      add(p + "self_attn.k_proj.bias", {kv_rows}, K::Bias, S::Rows, false, false, kv_replicas);
+      add(p + "self_attn.v_proj.bias", {kv_rows}, K::Bias, S::Rows, false, false, kv_replicas);
+    }
+    lp.attn_proj_w = add(p + "self_attn.o_proj.weight", {C, q_rows}, K::Weight, S::Cols, false, true);
+    lp.attn_proj_b = s.bias ? add(p + "self_attn.o_proj.bias", {C}, K::Bias, S::None) : -1;
+    norm(p + "post_attention_layernorm", &lp.ln2_w, &lp.ln2_b);
+    if (s.swiglu) {
+      lp.fc_w = add(p + "mlp.gate_proj.weight", {F, C}, K::Weight, S::Rows);
+      add(p + "mlp.up_proj.weight", {F, C}, K::Weight, S::Rows);
+      lp.fc_b = -1;
+      if (s.bias) {
+        lp.fc_b = add(p + "mlp.gate_proj.bias", {F}, K::Bias, S::Rows);
+        add(p + "mlp.up_proj.bias", {F}, K::Bias, S::Rows);
+      }
+    } else {
+      lp.fc_w = add(p + "mlp.up_proj.weight", {F, C}, K::Weight, S::Rows);
+      lp.fc_b = s.bias ? add(p + "mlp.up_proj.bias", {F}, K::Bias, S::Rows) : -1;
+    }
+    lp.fc_proj_w = add(p + "mlp.down_proj.weight", {C, F}, K::Weight, S::Cols, false, true);
+    lp.fc_proj_b = s.bias ? add(p + "mlp.down_proj.bias", {C}, K::Bias, S::None) : -1;
+    lp.end = total_;
+    layers_.push_back(lp);
+  }
+  if (chunk_.head) {
+    norm("model.norm", &lnf_w_, &lnf_b_);
+    lm_head_ = s.tied ? wte_ : add("lm_head.weight", {s.Vp, C}, K::Embedding, S::Rows);
+  }
+}
+
 int64_t ParameterLayout::add(std::string name, std::vector<int64_t> global_shape, ParamKind kind, TpSplit split,
-                             bool conv1d, bool residual_projection) {
+                             bool conv1d, bool residual_projection, int replicas) {
   ParamTensor t;
   t.name = std::move(name);
   t.global_shape = global_shape;
   t.shape = std::move(global_shape);
   t.split = split;
+  t.replicas = replicas;
   const int64_t dim = split == TpSplit::Cols ? 1 : 0;
   if (split != TpSplit::None) {
-    TRIDENT_CHECK(t.shape[dim] % tp_size_ == 0, "{}: dimension {} of size {} is not divisible by tp = {}", t.name, dim,
-                  t.shape[dim], tp_size_);
-    t.shape[dim] /= tp_size_;
+    const int parts = tp_size_ / replicas;
+    TRIDENT_CHECK(tp_size_ % replicas == 0 && t.shape[dim] % parts == 0,
+                  "{}: dimension {} of size {} is not divisible by tp = {} ({} replicas)", t.name, dim, t.shape[dim],
+                  tp_size_, replicas);
+    t.shape[dim] /= parts;
   }
   t.numel = 1;
   for (auto d : t.shape) t.numel *= d;

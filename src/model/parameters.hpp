@@ -1,11 +1,14 @@
 #pragma once
-// The model's parameter tensors: their Hugging Face GPT-2 names, shapes and places in one flat buffer.
+// The model's parameter tensors: their Hugging Face names (GPT-2's or Llama's, by model.architecture),
+// shapes and places in one flat buffer.
 // Parameters, gradients and both Adam moments share this layout, so the optimizer and the
 // communication layer work on flat ranges.
 //
 // Storage layout is PyTorch Linear's [out, in]. Hugging Face GPT-2 stores its Conv1D weights
 // (c_attn, c_proj, c_fc) as [in, out]; import and export transpose them. The token embedding is
-// stored padded to [Vp, C]; the padding rows stay zero and never leave the process.
+// stored padded to [Vp, C]; the padding rows stay zero and never leave the process. Llama's q_proj,
+// k_proj and v_proj (and gate_proj, up_proj) are separate tensors laid out one after the other, so a
+// rank's slices of them form one fused [q | k | v] (and [gate | up]) weight for a single GEMM.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -19,7 +22,8 @@ enum class ParamKind { Embedding, Weight, Bias, NormWeight, NormBias };
 // How a tensor is divided among the ranks of a TP group (Megatron-style).
 enum class TpSplit {
   None,     // replicated: LayerNorms, position embedding, row-parallel biases
-  Rows,     // dim 0 split: vocab-parallel embedding / LM head, column-parallel c_fc weight and bias
+  Rows,     // dim 0 split: vocab-parallel embedding / LM head, column-parallel c_fc weight and bias; Llama's
+            // q/k/v and gate/up projections (k and v in tp/replicas parts when the kv heads are fewer than tp)
   Cols,     // dim 1 split: row-parallel attn.c_proj and mlp.c_proj weights
   QkvRows,  // each of the q, k, v row blocks split by heads: the fused c_attn weight and bias
 };
@@ -34,14 +38,22 @@ struct ParamTensor {
   ParamKind kind = ParamKind::Weight;
   bool conv1d = false;           // Hugging Face stores it transposed ([in, out])
   bool residual_projection = false;  // attn.c_proj / mlp.c_proj weights: init std / sqrt(2L)
+  // Rows split only: TP ranks holding the same slice (k_proj and v_proj when tp > kv_heads: rank r holds
+  // part r / replicas). Their gradients are summed over those ranks; checkpoints take rank r % replicas == 0's.
+  int replicas = 1;
+  int part(int tp_rank) const { return tp_rank / replicas; }
 
   // AdamW weight decay applies to tensors of 2 or more dimensions (matrices and embeddings).
   bool decayed() const { return shape.size() >= 2; }
 };
 
-// Offsets of one layer's tensors, to address them without name lookups.
+// Offsets of one layer's tensors, to address them without name lookups; -1 for tensors the model does
+// not have (biases without model.bias, LayerNorm biases with RMSNorm). qkv_w is the fused [q | k | v]
+// weight (c_attn, or q_proj followed by k_proj and v_proj), fc_w the fused [gate | up] (or c_fc).
+// A layer's tensors are contiguous: flat elements [begin, end).
 struct LayerParams {
   int64_t ln1_w, ln1_b, qkv_w, qkv_b, attn_proj_w, attn_proj_b, ln2_w, ln2_b, fc_w, fc_b, fc_proj_w, fc_proj_b;
+  int64_t begin, end;
 };
 
 // The part of the model a pipeline chunk holds: layers [layer_begin, layer_end), plus the embedding
@@ -83,12 +95,16 @@ class ParameterLayout {
   int64_t lnf_w() const { return lnf_w_; }
   int64_t lnf_b() const { return lnf_b_; }
   int64_t lm_head() const { return lm_head_; }  // == wte() when tied
+  // The token embedding's name ("transformer.wte.weight", "model.embed_tokens.weight").
+  std::string wte_name() const { return shapes_.arch == Architecture::Llama ? "model.embed_tokens.weight" : "transformer.wte.weight"; }
   // Layer l by its global index (layer_begin() <= l < layer_end()).
   const LayerParams& layer(int64_t l) const { return layers_[l - chunk_.layer_begin]; }
 
  private:
   int64_t add(std::string name, std::vector<int64_t> global_shape, ParamKind kind, TpSplit split,
-              bool conv1d = false, bool residual_projection = false);
+              bool conv1d = false, bool residual_projection = false, int replicas = 1);
+  void add_gpt2_tensors();
+  void add_llama_tensors();
 
   GptShapes shapes_;
   int tp_rank_ = 0, tp_size_ = 1;
@@ -119,17 +135,18 @@ void init_parameter_range(const ParameterLayout& layout, double std, uint64_t se
 // The normal deviate used for element `index` of tensor `name` (exposed for sharded initialisation).
 float init_normal(uint64_t seed, const std::string& name, int64_t index);
 
-// Loads Hugging Face GPT-2 weights (fp32 safetensors) into a host buffer of layout.total() floats;
+// Loads Hugging Face weights of the layout's architecture (safetensors: a file, an index json or a directory) into a host buffer of layout.total() floats;
 // throws naming the tensor that is missing or mis-shaped. The layout may be any TP rank's chunk: only
 // its slices are read from the file (src/model/hf_import.cpp).
 void load_hf_safetensors(const ParameterLayout& layout, const std::string& path, float* host_params);
 
-class SafetensorsReader;
-// Tensor t's slice held by TP rank layout.tp_rank() (t from `layout`), read from an open Hugging Face
-// file into out[0, t.numel) (padding rows zero). Reads only the slice's rows/columns.
-void load_hf_tensor(const SafetensorsReader& file, const ParameterLayout& layout, const ParamTensor& t, float* out);
+class SafetensorsSet;
+// Tensor t's slice held by TP rank layout.tp_rank() (t from `layout`), read from open Hugging Face
+// weights (one file or shards) into out[0, t.numel) (padding rows zero). Reads only the slice's
+// rows/columns, from the one shard holding the tensor.
+void load_hf_tensor(const SafetensorsSet& weights, const ParameterLayout& layout, const ParamTensor& t, float* out);
 
-// Writes the parameters as a Hugging Face GPT-2 safetensors file (unpadded, Conv1D layout).
+// Writes the parameters as a Hugging Face safetensors file (unpadded; GPT-2's Conv1D layout).
 void save_hf_safetensors(const ParameterLayout& layout, const float* host_params, const std::string& path);
 
 // Tensor `t` of a whole-model (tp = 1) buffer in Hugging Face shape and layout: unpadded, Conv1D
@@ -149,7 +166,7 @@ void for_each_slice_run(const ParamTensor& t, int tp_rank, Copy copy) {
       copy(0, 0, t.numel);
       break;
     case TpSplit::Rows:
-      copy(tp_rank * rows * cols, 0, rows * cols);
+      copy(t.part(tp_rank) * rows * cols, 0, rows * cols);
       break;
     case TpSplit::Cols:
       for (int64_t r = 0; r < rows; ++r) copy(r * global_cols + tp_rank * cols, r * cols, cols);

@@ -13,9 +13,17 @@ GptShapes GptShapes::from(const ModelConfig& m, int tp) {
   s.L = m.layers;
   s.C = m.hidden;
   s.NH = m.heads;
+  s.KVH = m.kv();
   s.HD = m.hidden / m.heads;
-  s.F = m.ffn_hidden > 0 ? m.ffn_hidden : 4 * m.hidden;
+  s.F = m.ffn();
   s.tied = m.tie_embeddings;
+  s.arch = m.architecture;
+  s.rmsnorm = m.norm == Norm::RmsNorm;
+  s.norm_eps = float(m.norm_eps);
+  s.rope = m.positions == Positions::Rope;
+  s.rope_theta = m.rope_theta;
+  s.swiglu = m.mlp == Mlp::SwiGlu;
+  s.bias = m.bias;
   return s;
 }
 

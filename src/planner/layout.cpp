@@ -41,7 +41,7 @@ Config with_layout(Config cfg, const Layout& l) {
   return cfg;
 }
 
-int64_t ffn_hidden_of(const ModelConfig& m) { return m.ffn_hidden > 0 ? m.ffn_hidden : 4 * m.hidden; }
+int64_t ffn_hidden_of(const ModelConfig& m) { return m.ffn(); }
 
 int64_t padded_vocab(const ModelConfig& m, int tp) {
   const int64_t mult = std::lcm(std::max<int64_t>(1, m.vocab_pad_to), int64_t(tp));
@@ -59,6 +59,8 @@ std::string layout_rule_violation(const Config& cfg, const Layout& l) {
   if (l.zero < 0 || l.zero > 3) return fmt::format("zero = {} (allowed: 0, 1, 2, 3)", l.zero);
   if (l.zero == 3 && l.pp > 1) return fmt::format("zero = 3 needs pp = 1 (pp = {})", l.pp);
   if (m.heads % l.tp != 0) return fmt::format("heads = {} is not divisible by tp = {}", m.heads, l.tp);
+  if (const int64_t kv = m.kv(); kv % l.tp != 0 && l.tp % kv != 0)
+    return fmt::format("kv_heads = {} and tp = {}: neither divides the other", kv, l.tp);
   if (ffn_hidden_of(m) % l.tp != 0)
     return fmt::format("ffn_hidden = {} is not divisible by tp = {}", ffn_hidden_of(m), l.tp);
   if (cfg.train.global_batch % (l.micro_batch * l.dp) != 0)

@@ -81,9 +81,12 @@ double layer_activation_bytes(const ActivationShape& a, Recompute recompute) {
   //   split by TP: Q, K, V (6sbh), attention-projection input (2sbh), GELU input and output (16sbh) -> 24sbh
   //   attention scores: softmax output, its dropout mask and output (5as^2b), split by TP (heads).
   // The GELU tensors have ffn_hidden = 4h columns in the paper; here they scale with ffn_hidden.
+  // Grouped-query attention keeps a narrower K and V; SwiGLU keeps gate, up and their product (3*ffn).
   const double ffn = a.ffn > 0 ? a.ffn : 4 * a.hidden;
+  const double kv = a.kv_hidden > 0 ? a.kv_hidden : a.hidden;
+  const double sb = a.seq * a.micro_batch;
   const double replicated = sbh * (4 * e + 2 * d);
-  const double split = sbh * 4 * e + 2 * e * a.seq * a.micro_batch * ffn;
+  const double split = e * sb * (a.hidden + 2 * kv) + e * sbh + (a.swiglu ? 3 : 2) * e * sb * ffn;
   const double linear = (a.sequence_parallel ? replicated / t : replicated) + split / t;
   const double scores = recompute == Recompute::Selective ? 0.0 : attention_score_bytes(a);
   return linear + scores;
@@ -143,22 +146,29 @@ std::vector<int64_t> stage_layers(const Config& cfg, const Layout& l) {
 }
 
 double layer_params_per_rank(const ModelConfig& m, int tp) {
-  const double C = double(m.hidden), F = double(ffn_hidden_of(m));
-  const double split = C * 3 * C + 3 * C   // fused QKV (column-parallel, bias split)
-                       + C * C             // attention output projection (row-parallel)
-                       + C * F + F         // MLP up (column-parallel, bias split)
-                       + F * C;            // MLP down (row-parallel)
-  const double replicated = 2 * C + 2 * C  // ln_1, ln_2
-                            + C + C;       // biases of the row-parallel projections (added once)
-  return split / tp + replicated;
+  const double C = double(m.hidden), F = double(ffn_hidden_of(m)), b = m.bias ? 1.0 : 0.0;
+  const int64_t kv_heads = m.kv();
+  // K and V: split over TP, or one head per rank (replicated) when tp > kv_heads.
+  const double kv = double(m.hidden / m.heads) * double(kv_heads) / std::min<double>(tp, double(kv_heads));
+  const double fc = m.mlp == Mlp::SwiGlu ? 2 * F : F;  // gate and up, or c_fc
+  const double split = (C * C + b * C) / tp        // Q (column-parallel, bias split)
+                       + 2 * (C * kv + b * kv)      // K and V (this rank's share)
+                       + C * C / tp                 // attention output projection (row-parallel)
+                       + (C * fc + b * fc) / tp     // MLP up (and gate) (column-parallel, bias split)
+                       + F * C / tp;                // MLP down (row-parallel)
+  const double norm = m.norm == Norm::LayerNorm && m.bias ? 2 * C : C;
+  const double replicated = 2 * norm     // the two norms
+                            + 2 * b * C; // biases of the row-parallel projections (added once)
+  return split + replicated;
 }
 
 double stage_params_per_rank(const ModelConfig& m, const Layout& l, int stage, int64_t layers) {
   const double C = double(m.hidden), V = double(padded_vocab(m, l.tp));
   double p = double(layers) * layer_params_per_rank(m, l.tp);
-  if (stage == 0) p += V * C / l.tp + double(m.seq_len) * C;  // vocab-parallel wte, replicated wpe
+  if (stage == 0) p += V * C / l.tp;  // vocab-parallel token embedding
+  if (stage == 0 && m.positions == Positions::Learned) p += double(m.seq_len) * C;  // replicated wpe
   if (stage == l.pp - 1) {
-    p += 2 * C;  // ln_f
+    p += m.norm == Norm::LayerNorm && m.bias ? 2 * C : C;  // final norm
     // The LM head: its own matrix when untied; with tied embeddings the last stage keeps a copy when
     // it is not also the first stage (gradients synchronised over the embedding group).
     if (!m.tie_embeddings || l.pp > 1) p += V * C / l.tp;
@@ -192,6 +202,8 @@ MemoryEstimate estimate_memory(const Config& cfg, const ClusterSpec& cluster, co
   shape.hidden = double(m.hidden);
   shape.heads = double(m.heads);
   shape.ffn = double(ffn_hidden_of(m));
+  shape.kv_hidden = double(m.head_dim() * m.kv());
+  shape.swiglu = m.mlp == Mlp::SwiGlu;
   shape.tp = l.tp;
   shape.sequence_parallel = l.sequence_parallel;
   shape.elem_bytes = e;

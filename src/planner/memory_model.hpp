@@ -62,6 +62,8 @@ ModelStateBytes model_state_bytes(double params_on_rank, Precision precision, in
 struct ActivationShape {
   double seq = 0, micro_batch = 1, hidden = 0, heads = 1;
   double ffn = 0;  // MLP inner width; 0 = 4*hidden (the paper's case)
+  double kv_hidden = 0;  // width of K (and of V): kv_heads * head size; 0 = hidden (multi-head attention)
+  bool swiglu = false;   // the MLP keeps gate and up (2*ffn) and their product (ffn) instead of GELU's 2*ffn
   int tp = 1;
   bool sequence_parallel = false;
   double elem_bytes = 2;

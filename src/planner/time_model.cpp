@@ -70,6 +70,8 @@ TimeBreakdown estimate_time(const Config& cfg, const ClusterSpec& cluster, const
   shape.hidden = C;
   shape.heads = double(m.heads);
   shape.ffn = double(ffn_hidden_of(m));
+  shape.kv_hidden = double(m.head_dim() * m.kv());
+  shape.swiglu = m.mlp == Mlp::SwiGlu;
   shape.tp = l.tp;
   shape.sequence_parallel = l.sequence_parallel;
   shape.elem_bytes = e;

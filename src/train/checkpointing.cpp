@@ -94,7 +94,7 @@ TrainingCheckpoints::Staging TrainingCheckpoints::make_staging() const {
     s.optim_end = optimizer.end();
     s.params_owner = dp_rank == 0;
     s.optim_owner = cfg_.mesh.zero > 0 || dp_rank == 0;
-    if (layout.wte() >= 0 && !layout.has_embedding()) s.not_owned.push_back("transformer.wte.weight");
+    if (layout.wte() >= 0 && !layout.has_embedding()) s.not_owned.push_back(layout.wte_name());
     st.shards.push_back(std::move(s));
   }
   return st;

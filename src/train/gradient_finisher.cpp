@@ -19,14 +19,14 @@ double GradientFinisher::finish(double grad_clip) {
     reducer_->finish_backward();
     phases_.push_back("dp_buckets");
   }
-  if (mesh_ && mesh_->tp().size() > 1 && chunks_.front()->sequence_parallel()) {
+  if (mesh_ && mesh_->tp().size() > 1 && chunks_.front()->needs_finish_gradients()) {
     for (size_t c = 0; c < chunks_.size(); ++c) {
       if (sharded_gradients())
         chunks_[c]->finish_gradients(range_gradients(c), optimizers_[c]->begin(), optimizers_[c]->end());
       else
         chunks_[c]->finish_gradients();
     }
-    phases_.push_back("sp_layernorm");
+    phases_.push_back("tp_replicated");
   }
   const bool split_tied = shapes_.tied && mesh_ && mesh_->pp().size() > 1;
   if (split_tied) {
@@ -55,7 +55,7 @@ void GradientFinisher::reduce_tied_embedding() {
     if (layout.wte() < 0) continue;
     // zero 2: the deferred buffer, which starts at the token embedding (the layout's first tensor).
     float* g = sharded_gradients() ? reducer_->deferred_gradients(int(c)) : chunks_[c]->grads() + layout.wte();
-    group->all_reduce(g, layout.find("transformer.wte.weight").numel);
+    group->all_reduce(g, layout.find(layout.wte_name()).numel);
   }
 }
 

@@ -4,7 +4,8 @@
 // must never run two on one range at once, so the order is fixed; all are sums, so it does not change
 // the result beyond rounding. The phases, in order (one that has nothing to do in a layout is skipped):
 //   dp_buckets      wait for the DP bucket reductions that backward hooks started (GradientReducer)
-//   sp_layernorm    sequence parallelism: the replicated parameters' gradients summed over TP
+//   tp_replicated   sequence parallelism: the replicated parameters' gradients summed over TP; k/v slices replicated
+//                   on several ranks (tp > kv_heads): summed over their replicas
 //   tied_embedding  a tied embedding held by the first and the last stage: summed over the two
 //   dp_deferred     that embedding's DP reduction, which had to wait for the cross-stage sum
 //   norm            the global gradient norm: each rank's (ZeRO) range, summed over DP, TP and PP

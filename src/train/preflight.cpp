@@ -7,7 +7,7 @@
 #include "backend.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
-#include "safetensors/safetensors.hpp"
+#include "safetensors/safetensors_set.hpp"
 #include "train/metrics.hpp"
 #include "train/training_data.hpp"
 
@@ -26,7 +26,7 @@ void check_output_paths(const Config& cfg) {
 void check_checkpoint_and_model_paths(const Config& cfg) {
   if (!cfg.model.init_from.empty()) {
     try {
-      const SafetensorsReader file(cfg.model.init_from);
+      const SafetensorsSet weights(cfg.model.init_from);
     } catch (const Error& e) {
       throw Error(fmt::format("[model] init_from = \"{}\": {}", cfg.model.init_from, e.what()));
     }

@@ -22,7 +22,7 @@
 #include "model/flops.hpp"
 #include "optim/lr_schedule.hpp"
 #include "pipeline/partition.hpp"
-#include "safetensors/safetensors.hpp"
+#include "safetensors/safetensors_set.hpp"
 #include "train/checkpointing.hpp"
 #include "train/memory_report.hpp"
 #include "train/preflight.hpp"
@@ -139,7 +139,7 @@ Trainer::~Trainer() = default;
 // model than its shard plus one tensor's staging buffer. ZeRO-3 keeps (and generates) only the
 // elements of its DP range.
 void Trainer::initialise_parameters() {
-  std::optional<SafetensorsReader> file;
+  std::optional<SafetensorsSet> file;
   if (!cfg_.model.init_from.empty()) file.emplace(cfg_.model.init_from);
   std::vector<float> staging;
   for (size_t c = 0; c < chunks_.size(); ++c) {
@@ -192,7 +192,7 @@ void Trainer::make_gradient_reducer() {
     const auto& layout = chunk->layout();
     const bool shared_wte = shapes_.tied && cfg_.mesh.pp > 1 && layout.wte() >= 0;
     TRIDENT_CHECK(!shared_wte || layout.wte() == 0, "internal: the token embedding is not the first tensor");
-    deferred.push_back(shared_wte ? layout.find("transformer.wte.weight").numel : 0);
+    deferred.push_back(shared_wte ? layout.find(layout.wte_name()).numel : 0);
   }
   GradientReducer::Options o;
   o.zero = cfg_.mesh.zero;

@@ -64,7 +64,8 @@ struct BadDeck {
 };
 
 const std::string kModelKeys =
-    "vocab_size, seq_len, layers, hidden, heads, ffn_hidden, tie_embeddings, init_std, seed, init_from, vocab_pad_to";
+    "vocab_size, seq_len, layers, hidden, heads, kv_heads, ffn_hidden, architecture, norm, norm_eps, positions, "
+    "rope_theta, mlp, bias, tie_embeddings, init_std, seed, init_from, vocab_pad_to";
 const std::string kMeshKeys =
     "tp, pp, dp, order, schedule, virtual_stages, sequence_parallel, zero, strict_placement, layers_per_stage, "
     "bucket_mb, overlap_grad_reduce";
@@ -334,11 +335,24 @@ std::vector<KeyRow> key_rows() {
       // upper bounds are not checked here (tests/fault/deck_defects.cpp checks the rule).
       {"model", "hidden", "integer", "768", "768", "an integer in [1, 2147483647]", "1", "0", "", "", {"model.heads=1"}},
       {"model", "heads", "integer", "12", "12", "an integer in [1, 2147483647]", "1", "0", "", "", {}},
-      {"model", "ffn_hidden", "integer", "4*hidden", "3072", "an integer in [1, 2147483647]", "1", "0", kBig, kBigBad, {}},
+      // kv_heads must divide heads: its upper bound breaks that rule, so only the lower one is checked.
+      {"model", "kv_heads", "integer", "heads", "12", "an integer in [1, 2147483647]", "1", "0", "", "", {}},
+      {"model", "ffn_hidden", "integer", "4*hidden (gelu); 8*hidden/3 rounded up to a multiple of 256 (swiglu)", "3072",
+       "an integer in [1, 2147483647]", "1", "0", kBig, kBigBad, {}},
+      {"model", "architecture", "string", "\"gpt2\"", "\"gpt2\"", "one of \"gpt2\", \"llama\"", "", "", "", "", {}},
+      {"model", "norm", "string", "by architecture: \"layernorm\" (gpt2), \"rmsnorm\" (llama)", "\"layernorm\"",
+       "one of \"layernorm\", \"rmsnorm\"", "", "", "", "", {}},
+      {"model", "norm_eps", "float", "1e-05", "1e-05", "a number > 0 and <= 1", "1e-45", "0.0", "1.0", "1.5", {}},
+      {"model", "positions", "string", "by architecture: \"learned\" (gpt2), \"rope\" (llama)", "\"learned\"",
+       "one of \"learned\", \"rope\"", "", "", "", "", {}},
+      {"model", "rope_theta", "float", "10000", "10000.0", "a number >= 1", "1.0", "0.5", "1e300", "inf", {}},
+      {"model", "mlp", "string", "by architecture: \"gelu\" (gpt2), \"swiglu\" (llama)", "\"gelu\"",
+       "one of \"gelu\", \"swiglu\"", "", "", "", "", {}},
+      {"model", "bias", "boolean", "true", "true", "true or false", "", "", "", "", {}},
       {"model", "tie_embeddings", "boolean", "true", "true", "true or false", "", "", "", "", {}},
       {"model", "init_std", "float", "0.02", "0.02", "a number > 0", "1e-45", "0.0", "1e300", "inf", {}},
       {"model", "seed", "integer", "1234", "1234", "an integer in [0, 2147483647]", "0", "-1", kBig, kBigBad, {}},
-      {"model", "init_from", "string", "\"\"", "\"\"", "empty, or the path of a safetensors file", "", "", "", "", {}},
+      {"model", "init_from", "string", "\"\"", "\"\"", "empty, or the path of a safetensors file, an index json or a model directory", "", "", "", "", {}},
       {"model", "vocab_pad_to", "integer", "1", "1", "an integer in [1, 1048576]", "1", "0", "1048576", "1048577", {}},
       {"mesh", "tp", "integer", "1", "1", "an integer in [1, 65536]", "1", "0", "65536", "65537",
        {"model.heads=65536", "model.hidden=65536"}},
@@ -469,7 +483,9 @@ TEST(DeckDefaults, ExplicitDefaultEqualsAbsentKey) {
   const std::string base = parse("").resolved_toml;
   for (const auto& r : key_rows()) {
     // derived / descriptive defaults
-    if (r.key == "ffn_hidden" || r.key == "layers_per_stage" || r.key == "comm" || r.key == "tokenizer") continue;
+    if (r.key == "ffn_hidden" || r.key == "layers_per_stage" || r.key == "comm" || r.key == "tokenizer" ||
+        r.key == "kv_heads" || r.key == "norm" || r.key == "positions" || r.key == "mlp")
+      continue;
     SCOPED_TRACE(r.section + "." + r.key);
     EXPECT_EQ(parse(fmt::format("[{}]\n{} = {}\n", r.section, r.key, r.default_doc)).resolved_toml, base);
   }
@@ -564,8 +580,8 @@ TEST(DeckDefaults, EveryNumericBoundary) {
       checked += 2;
     }
   }
-  // 25 integer + 13 float keys, two bounds each, both sides; not the upper bounds of hidden and heads.
-  EXPECT_EQ(checked, 4 * 38 - 4);
+  // 26 integer + 15 float keys, two bounds each, both sides; not the upper bounds of hidden, heads and kv_heads.
+  EXPECT_EQ(checked, 4 * 41 - 6);
 }
 
 TEST(DeckDefaults, AcceptedBoundaryValuesAreStored) {

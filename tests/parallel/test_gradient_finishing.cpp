@@ -29,7 +29,7 @@ TEST(GradientFinishing, PhasesRunInTheOrderTheSharedBuffersNeed) {
     EXPECT_THAT(run.finishing_phases, ElementsAre("norm", "clip"));
   } else {
     EXPECT_THAT(run.finishing_phases,
-                ElementsAre("dp_buckets", "sp_layernorm", "tied_embedding", "dp_deferred", "norm", "clip"));
+                ElementsAre("dp_buckets", "tp_replicated", "tied_embedding", "dp_deferred", "norm", "clip"));
   }
 }
 
