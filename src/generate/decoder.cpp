@@ -112,16 +112,16 @@ void Decoder::layer(int64_t l, int64_t n) {
   const int64_t R = batch_ * n, C = s_.C, row3 = 3 * Cl_;
   const bool bias_here = !tp_ || tp_->rank() == 0;  // row-parallel biases enter the reduction once
   auto w = [&](int64_t offset) { return params_ + offset; };
-  k_.layernorm_forward(ln_, mean_, rstd_, x_, w(p.ln1_w), w(p.ln1_b), R, C);
+  k_.layernorm_forward(ln_, mean_, rstd_, x_, w(p.ln1_w), w(p.ln1_b), R, C, 1e-5f);
   k_.matmul_forward(qkv_, ln_, w(p.qkv_w), w(p.qkv_b), R, C, row3);
   float* cache = cache_[l];
   for (int64_t b = 0; b < batch_; ++b)
     k_.copy(cache + (b * max_len_ + length_) * row3, qkv_ + b * n * row3, n * row3);
-  k_.attention_forward_rows(atty_, cache, batch_, max_len_, NHl_, s_.HD, length_, n);
+  k_.attention_forward_rows(atty_, cache, batch_, max_len_, NHl_, NHl_, s_.HD, length_, n);
   k_.matmul_forward(branch_, atty_, w(p.attn_proj_w), bias_here ? w(p.attn_proj_b) : nullptr, R, Cl_, C);
   reduce(branch_, R * C);
   k_.accumulate(x_, branch_, R * C);
-  k_.layernorm_forward(ln_, mean_, rstd_, x_, w(p.ln2_w), w(p.ln2_b), R, C);
+  k_.layernorm_forward(ln_, mean_, rstd_, x_, w(p.ln2_w), w(p.ln2_b), R, C, 1e-5f);
   k_.matmul_forward(fch_, ln_, w(p.fc_w), w(p.fc_b), R, C, Fl_);
   k_.gelu_forward(fchg_, fch_, R * Fl_);
   k_.matmul_forward(branch_, fchg_, w(p.fc_proj_w), bias_here ? w(p.fc_proj_b) : nullptr, R, Fl_, C);
@@ -131,7 +131,7 @@ void Decoder::layer(int64_t l, int64_t n) {
 
 void Decoder::head(const float* top, int64_t rows) {
   const int64_t C = s_.C;
-  k_.layernorm_forward(ln_, mean_, rstd_, top, params_ + layout_.lnf_w(), params_ + layout_.lnf_b(), rows, C);
+  k_.layernorm_forward(ln_, mean_, rstd_, top, params_ + layout_.lnf_w(), params_ + layout_.lnf_b(), rows, C, 1e-5f);
   k_.matmul_forward(logits_, ln_, params_ + layout_.lm_head(), nullptr, rows, C, Vl_);
 }
 

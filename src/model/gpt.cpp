@@ -176,13 +176,13 @@ void GptModel::layer_forward(Slot& sl, int64_t l, const LayerActs& a) {
   const bool bias_here = tp_.rank() == 0;  // row-parallel biases enter the reduction once
   const float* x = sl.residual[l - L0_];
   acquire_params(layer_range(l));
-  k_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, param(p.ln1_w), param(p.ln1_b), Nl, C);
+  k_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, param(p.ln1_w), param(p.ln1_b), Nl, C, 1e-5f);
   k_.matmul_forward(a.qkv, to_full(a.ln1, C), param(p.qkv_w), param(p.qkv_b), N, C, 3 * Cl_);
-  k_.attention_forward(a.atty, a.lse, a.qkv, B_, s.T, NHl_, s.HD);
+  k_.attention_forward(a.atty, a.lse, a.qkv, B_, s.T, NHl_, NHl_, s.HD);
   k_.matmul_forward(partial_for(a.x2), a.atty, param(p.attn_proj_w), bias_here ? param(p.attn_proj_b) : nullptr, N, Cl_, C);
   from_partial(partial_for(a.x2), a.x2, C);
   k_.accumulate(a.x2, x, Nl * C);  // x2 = x + attn
-  k_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, param(p.ln2_w), param(p.ln2_b), Nl, C);
+  k_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, param(p.ln2_w), param(p.ln2_b), Nl, C, 1e-5f);
   k_.matmul_forward(a.fch, to_full(a.ln2, C), param(p.fc_w), param(p.fc_b), N, C, Fl_);
   k_.gelu_forward(a.fchg, a.fch, N * Fl_);
   float* out = sl.residual[l - L0_ + 1];
@@ -203,7 +203,7 @@ void GptModel::layer_backward(Slot& sl, int64_t l, const LayerActs& a) {
   if (recompute_ == Recompute::Full) {
     layer_forward(sl, l, a);
   } else if (recompute_ == Recompute::Selective) {
-    k_.attention_forward(atty_scratch_, a.lse, a.qkv, B_, s.T, NHl_, s.HD);  // same bits as a.atty
+    k_.attention_forward(atty_scratch_, a.lse, a.qkv, B_, s.T, NHl_, NHl_, s.HD);  // same bits as a.atty
   }
   open_grads(layer_range(l).first, layer_range(l).second);
   // MLP branch; the residual passes dres through unchanged and LN2's backward adds to it.
@@ -220,7 +220,7 @@ void GptModel::layer_backward(Slot& sl, int64_t l, const LayerActs& a) {
   k_.matmul_backward(dln_, grad(p.attn_proj_w), grad(p.attn_proj_b), to_full(dres_, C), a.atty, param(p.attn_proj_w), N,
                      Cl_, C);
   k_.fill(dqkv_, 0.f, N * 3 * Cl_);
-  k_.attention_backward(dqkv_, dln_, a.qkv, a.atty, a.lse, B_, s.T, NHl_, s.HD);
+  k_.attention_backward(dqkv_, dln_, a.qkv, a.atty, a.lse, B_, s.T, NHl_, NHl_, s.HD);
   k_.fill(dln_, 0.f, N * C);
   k_.matmul_backward(dln_, grad(p.qkv_w), grad(p.qkv_b), dqkv_, to_full(a.ln1, C), param(p.qkv_w), N, C, 3 * Cl_);
   from_partial(dln_, dln_local, C);
@@ -241,7 +241,7 @@ void GptModel::head_forward(Slot& sl, const int32_t* targets, float dloss_scale,
   acquire_params(tail);
   if (shapes_.tied) acquire_params(wte);
   k_.copy_to_device_int(targets_, targets, N);
-  k_.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, top, param(layout_.lnf_w()), param(layout_.lnf_b()), Nl, C);
+  k_.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, top, param(layout_.lnf_w()), param(layout_.lnf_b()), Nl, C, 1e-5f);
   const float* lnf_full = to_full(lnf_, C);
   k_.matmul_forward(logits_, lnf_full, param(layout_.lm_head()), nullptr, N, C, Vl_);
   // Max, sum of exponentials and target logit are reduced over the vocabulary shards; the logits never are.
