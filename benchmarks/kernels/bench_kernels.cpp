@@ -121,22 +121,24 @@ void BM_sgemm_backward_reference(benchmark::State& s) {
 }
 BENCHMARK(BM_sgemm_backward_reference)->Apply(MatmulShapes);
 
-// ---- attention: Args {B, T}; the step's T = 64 and the GPT-2 124M context T = 1024 ----
-// FLOP/s counts the full T x T products per head (4 B NH T^2 HD forward, 8 backward) whatever the
+// ---- attention: Args {B, T, KVH}; the step's T = 64 and the GPT-2 124M context T = 1024, multi-head
+// (KVH = NH) and grouped-query (KVH = NH / 4, Llama's ratio) ----
+// FLOP/s counts the full T x T products per query head (4 B NH T^2 HD forward, 8 backward) whatever the
 // kernel executes (the tiled kernel skips the tiles above the diagonal), so rates compare as times.
 void AttentionShapes(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"B", "T"});
-  b->Args({B, T});
-  b->Args({4, 1024});
-  b->Args({8, 1024});
+  b->ArgNames({"B", "T", "KVH"});
+  b->Args({B, T, NH});
+  b->Args({4, 1024, NH});
+  b->Args({4, 1024, NH / 4});
+  b->Args({8, 1024, NH});
   b->Unit(benchmark::kMillisecond);
 }
 
 void BM_attention_forward(benchmark::State& s) {
-  const int64_t Bs = s.range(0), Ts = s.range(1), Ns = Bs * Ts;
-  Buf qkv(Ns * 3 * C), out(Ns * C, 0, 0), lse(Bs * NH * Ts, 0, 0);
+  const int64_t Bs = s.range(0), Ts = s.range(1), KVH = s.range(2), Ns = Bs * Ts, RS = (NH + 2 * KVH) * HD;
+  Buf qkv(Ns * RS), out(Ns * C, 0, 0), lse(Bs * NH * Ts, 0, 0);
   for (auto _ : s) {
-    K->attention_forward(out.get(), lse.get(), qkv.get(), Bs, Ts, NH, HD);
+    K->attention_forward(out.get(), lse.get(), qkv.get(), Bs, Ts, NH, KVH, HD);
     K->fence();
   }
   flops(s, 4.0 * Bs * NH * Ts * Ts * HD);
@@ -144,11 +146,11 @@ void BM_attention_forward(benchmark::State& s) {
 BENCHMARK(BM_attention_forward)->Apply(AttentionShapes);
 
 void BM_attention_backward(benchmark::State& s) {
-  const int64_t Bs = s.range(0), Ts = s.range(1), Ns = Bs * Ts;
-  Buf qkv(Ns * 3 * C), out(Ns * C, 0, 0), lse(Bs * NH * Ts, 0, 0), dout(Ns * C), dqkv(Ns * 3 * C, 0, 0);
-  K->attention_forward(out.get(), lse.get(), qkv.get(), Bs, Ts, NH, HD);
+  const int64_t Bs = s.range(0), Ts = s.range(1), KVH = s.range(2), Ns = Bs * Ts, RS = (NH + 2 * KVH) * HD;
+  Buf qkv(Ns * RS), out(Ns * C, 0, 0), lse(Bs * NH * Ts, 0, 0), dout(Ns * C), dqkv(Ns * RS, 0, 0);
+  K->attention_forward(out.get(), lse.get(), qkv.get(), Bs, Ts, NH, KVH, HD);
   for (auto _ : s) {
-    K->attention_backward(dqkv.get(), dout.get(), qkv.get(), out.get(), lse.get(), Bs, Ts, NH, HD);
+    K->attention_backward(dqkv.get(), dout.get(), qkv.get(), out.get(), lse.get(), Bs, Ts, NH, KVH, HD);
     K->fence();
   }
   flops(s, 8.0 * Bs * NH * Ts * Ts * HD);
@@ -173,7 +175,7 @@ BENCHMARK(BM_sgemm_attention_forward_reference)->Unit(benchmark::kMicrosecond);
 void BM_layernorm_forward(benchmark::State& s) {
   Buf x(N * C), w(C), b(C), out(N * C, 0, 0), mean(N, 0, 0), rstd(N, 0, 0);
   for (auto _ : s) {
-    K->layernorm_forward(out.get(), mean.get(), rstd.get(), x.get(), w.get(), b.get(), N, C);
+    K->layernorm_forward(out.get(), mean.get(), rstd.get(), x.get(), w.get(), b.get(), N, C, 1e-5f);
     K->fence();
   }
   bytes(s, 2.0 * N * C * 4);
@@ -183,7 +185,7 @@ BENCHMARK(BM_layernorm_forward)->Unit(benchmark::kMicrosecond);
 void BM_layernorm_backward(benchmark::State& s) {
   Buf x(N * C), w(C), b(C), out(N * C, 0, 0), mean(N, 0, 0), rstd(N, 0, 0), dout(N * C), dx(N * C, 0, 0),
       dw(C, 0, 0), db(C, 0, 0);
-  K->layernorm_forward(out.get(), mean.get(), rstd.get(), x.get(), w.get(), b.get(), N, C);
+  K->layernorm_forward(out.get(), mean.get(), rstd.get(), x.get(), w.get(), b.get(), N, C, 1e-5f);
   for (auto _ : s) {
     K->layernorm_backward(dx.get(), dw.get(), db.get(), dout.get(), x.get(), w.get(), mean.get(), rstd.get(), N, C);
     K->fence();
@@ -191,6 +193,41 @@ void BM_layernorm_backward(benchmark::State& s) {
   bytes(s, 4.0 * N * C * 4);  // read dout, inp, dinp; write dinp
 }
 BENCHMARK(BM_layernorm_backward)->Unit(benchmark::kMicrosecond);
+
+// ---- RMSNorm (Llama) ----
+void BM_rmsnorm_forward(benchmark::State& s) {
+  Buf x(N * C), w(C), out(N * C, 0, 0), rstd(N, 0, 0);
+  for (auto _ : s) {
+    K->rmsnorm_forward(out.get(), rstd.get(), x.get(), w.get(), N, C, 1e-5f);
+    K->fence();
+  }
+  bytes(s, 2.0 * N * C * 4);
+}
+BENCHMARK(BM_rmsnorm_forward)->Unit(benchmark::kMicrosecond);
+
+void BM_rmsnorm_backward(benchmark::State& s) {
+  Buf x(N * C), w(C), out(N * C, 0, 0), rstd(N, 0, 0), dout(N * C), dx(N * C, 0, 0), dw(C, 0, 0);
+  K->rmsnorm_forward(out.get(), rstd.get(), x.get(), w.get(), N, C, 1e-5f);
+  for (auto _ : s) {
+    K->rmsnorm_backward(dx.get(), dw.get(), dout.get(), x.get(), w.get(), rstd.get(), N, C);
+    K->fence();
+  }
+  bytes(s, 4.0 * N * C * 4);  // read dout, inp, dinp; write dinp
+}
+BENCHMARK(BM_rmsnorm_backward)->Unit(benchmark::kMicrosecond);
+
+// ---- RoPE on the q and k heads of the step's qkv (NH = KVH, T rows) ----
+void BM_rope_forward(benchmark::State& s) {
+  const std::vector<float> table = trident::rope_table(10000.0, HD, T);
+  Buf qkv(N * 3 * C), tab(int64_t(table.size()), 0, 0);
+  K->copy_to_device(tab.get(), table.data(), int64_t(table.size()));
+  for (auto _ : s) {
+    K->rope_forward(qkv.get(), tab.get(), B, T, NH, NH, HD, 0, T);
+    K->fence();
+  }
+  bytes(s, 4.0 * N * C * 4);  // read and write q and k
+}
+BENCHMARK(BM_rope_forward)->Unit(benchmark::kMicrosecond);
 
 // ---- GELU on the [N, F] MLP activation ----
 void BM_gelu_forward(benchmark::State& s) {
@@ -212,6 +249,27 @@ void BM_gelu_backward(benchmark::State& s) {
   bytes(s, 4.0 * N * F * 4);
 }
 BENCHMARK(BM_gelu_backward)->Unit(benchmark::kMicrosecond);
+
+// ---- SwiGLU on [N, 2F] -> [N, F] ----
+void BM_swiglu_forward(benchmark::State& s) {
+  Buf x(N * 2 * F), out(N * F, 0, 0);
+  for (auto _ : s) {
+    K->swiglu_forward(out.get(), x.get(), N, F);
+    K->fence();
+  }
+  bytes(s, 3.0 * N * F * 4);
+}
+BENCHMARK(BM_swiglu_forward)->Unit(benchmark::kMicrosecond);
+
+void BM_swiglu_backward(benchmark::State& s) {
+  Buf x(N * 2 * F), dout(N * F), dx(N * 2 * F, 0, 0);
+  for (auto _ : s) {
+    K->swiglu_backward(dx.get(), x.get(), dout.get(), N, F);
+    K->fence();
+  }
+  bytes(s, 7.0 * N * F * 4);  // read inp (2), dout, dinp (2); write dinp (2)
+}
+BENCHMARK(BM_swiglu_backward)->Unit(benchmark::kMicrosecond);
 
 // ---- embeddings ----
 void BM_embedding_forward(benchmark::State& s) {

@@ -154,12 +154,19 @@ class TimedKernels : public trident::Kernels {
     T("position_backward", [&] { k_.position_backward(dw, d, B, Tn, C, t0); });
   }
   void layernorm_forward(float* o, float* m, float* r, const float* i, const float* w, const float* b, int64_t N,
-                         int64_t C) override {
-    T("layernorm_forward", [&] { k_.layernorm_forward(o, m, r, i, w, b, N, C); });
+                         int64_t C, float eps) override {
+    T("layernorm_forward", [&] { k_.layernorm_forward(o, m, r, i, w, b, N, C, eps); });
   }
   void layernorm_backward(float* di, float* dw, float* db, const float* d, const float* i, const float* w,
                           const float* m, const float* r, int64_t N, int64_t C) override {
     T("layernorm_backward", [&] { k_.layernorm_backward(di, dw, db, d, i, w, m, r, N, C); });
+  }
+  void rmsnorm_forward(float* o, float* r, const float* i, const float* w, int64_t N, int64_t C, float eps) override {
+    T("rmsnorm_forward", [&] { k_.rmsnorm_forward(o, r, i, w, N, C, eps); });
+  }
+  void rmsnorm_backward(float* di, float* dw, const float* d, const float* i, const float* w, const float* r,
+                        int64_t N, int64_t C) override {
+    T("rmsnorm_backward", [&] { k_.rmsnorm_backward(di, dw, d, i, w, r, N, C); });
   }
   void matmul_forward(float* o, const float* i, const float* w, const float* b, int64_t N, int64_t IC,
                       int64_t OC) override {
@@ -171,17 +178,31 @@ class TimedKernels : public trident::Kernels {
     T(OC > 8 * IC ? "matmul_backward (lm_head)" : "matmul_backward (layers)",
       [&] { k_.matmul_backward(di, dw, db, d, i, w, N, IC, OC); });
   }
-  void attention_forward(float* o, float* lse, const float* q, int64_t B, int64_t Tn, int64_t NH,
+  void attention_forward(float* o, float* lse, const float* q, int64_t B, int64_t Tn, int64_t NH, int64_t KVH,
                          int64_t HD) override {
-    T("attention_forward", [&] { k_.attention_forward(o, lse, q, B, Tn, NH, HD); });
+    T("attention_forward", [&] { k_.attention_forward(o, lse, q, B, Tn, NH, KVH, HD); });
   }
-  void attention_forward_rows(float* o, const float* q, int64_t B, int64_t Tn, int64_t NH, int64_t HD, int64_t q0,
-                              int64_t nq) override {
-    T("attention_forward_rows", [&] { k_.attention_forward_rows(o, q, B, Tn, NH, HD, q0, nq); });
+  void attention_forward_rows(float* o, const float* q, int64_t B, int64_t Tn, int64_t NH, int64_t KVH, int64_t HD,
+                              int64_t q0, int64_t nq) override {
+    T("attention_forward_rows", [&] { k_.attention_forward_rows(o, q, B, Tn, NH, KVH, HD, q0, nq); });
   }
   void attention_backward(float* dq, const float* d, const float* q, const float* o, const float* lse, int64_t B,
-                          int64_t Tn, int64_t NH, int64_t HD) override {
-    T("attention_backward", [&] { k_.attention_backward(dq, d, q, o, lse, B, Tn, NH, HD); });
+                          int64_t Tn, int64_t NH, int64_t KVH, int64_t HD) override {
+    T("attention_backward", [&] { k_.attention_backward(dq, d, q, o, lse, B, Tn, NH, KVH, HD); });
+  }
+  void rope_forward(float* q, const float* tab, int64_t B, int64_t Tn, int64_t NH, int64_t KVH, int64_t HD,
+                    int64_t t0, int64_t nt) override {
+    T("rope_forward", [&] { k_.rope_forward(q, tab, B, Tn, NH, KVH, HD, t0, nt); });
+  }
+  void rope_backward(float* dq, const float* tab, int64_t B, int64_t Tn, int64_t NH, int64_t KVH, int64_t HD,
+                     int64_t t0, int64_t nt) override {
+    T("rope_backward", [&] { k_.rope_backward(dq, tab, B, Tn, NH, KVH, HD, t0, nt); });
+  }
+  void swiglu_forward(float* o, const float* i, int64_t N, int64_t F) override {
+    T("swiglu_forward", [&] { k_.swiglu_forward(o, i, N, F); });
+  }
+  void swiglu_backward(float* di, const float* i, const float* d, int64_t N, int64_t F) override {
+    T("swiglu_backward", [&] { k_.swiglu_backward(di, i, d, N, F); });
   }
   void gelu_forward(float* o, const float* i, int64_t n) override { T("gelu_forward", [&] { k_.gelu_forward(o, i, n); }); }
   void gelu_backward(float* di, const float* i, const float* d, int64_t n) override {

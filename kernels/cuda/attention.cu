@@ -1,6 +1,8 @@
-// Causal multi-head self-attention, flash style, fp32, forward and backward side by side.
+// Causal grouped-query self-attention, flash style, fp32, forward and backward side by side.
 //
-// Layout: qkv [B,T,3C] = q|k|v, head h at columns h*HD of each part; out [B,T,C]; lse [B,NH,T].
+// Layout: qkv [B,T,RS], RS = (NH + 2 KVH) HD: each row is q [NH,HD] | k [KVH,HD] | v [KVH,HD]; query
+// head h reads key/value head h / (NH/KVH) in place (KVH divides NH; KVH = NH is multi-head attention,
+// the same kernels and bits as before grouped-query attention). out [B,T,C = NH HD]; lse [B,NH,T].
 // No [T,T] tensor ever exists in global memory; the backward recomputes P = exp(s - lse).
 //
 // Thread layout ("segments"): a query (or key) row of the padded head dimension DPT*G is owned by G
@@ -19,14 +21,15 @@
 //          sequence (attention_forward_rows: incremental decoding): a row's loop over key tiles is the
 //          same whatever the range, so it gets the same bits as in the whole forward.
 // backward D[t] = sum_d dout*out per row (one warp per row, double).
-//          dK/dV kernel (block = BKV keys of one (b,h)): k, v, dk, dv in registers; loop over query
-//          tiles of BQ rows from the key tile's first key to T (Q, dout, lse, D tiles in shared memory);
+//          dK/dV kernel (block = BKV keys of one (b, key/value head)): k, v, dk, dv in registers; loop
+//          over the group's query heads in ascending order and, for each, over query tiles of BQ rows
+//          from the key tile's first key to T (Q, dout, lse, D tiles in shared memory);
 //          per query row i: s, dp, p = exp(s*scale - lse_i), ds = p (dp - D_i) scale,
 //          dv += p dout_i, dk += ds q_i.
-//          dQ kernel (block = BQ query rows): q, dout, dq in registers; loop over key tiles up to the
-//          causal limit: dq += ds k_j.
-// Determinism: every output element is accumulated by one thread in a fixed loop order (tiles and
-// rows ascending), the butterflies have a fixed order, there are no atomics; results are added
+//          dQ kernel (block = BQ query rows of one (b,h)): q, dout, dq in registers; loop over key tiles
+//          of h's key/value head up to the causal limit: dq += ds k_j.
+// Determinism: every output element is accumulated by one thread in a fixed loop order (query heads of
+// a group, tiles and rows ascending), the butterflies have a fixed order, there are no atomics; results are added
 // once into dqkv (+=) at the end.
 #include <cmath>
 
@@ -34,6 +37,7 @@
 #include "cuda/check.cuh"
 #include "cuda/ops.cuh"
 #include "cuda/reduce.cuh"
+#include "kernel_checks.hpp"
 #include "kernels.hpp"
 
 namespace trident::cuda {
@@ -113,7 +117,7 @@ __device__ __forceinline__ float dot(const float (&a)[DPT], const float (&b)[DPT
 // of qkv at or past q_end are never read.
 template <int DPT, int G, int BK>
 __global__ void __launch_bounds__(kAttnThreads)
-    attention_forward_kernel(float* out, float* lse, const float* qkv, int T, int NH, int HD, float scale,
+    attention_forward_kernel(float* out, float* lse, const float* qkv, int T, int NH, int KVH, int HD, float scale,
                              int q_begin, int q_end) {
   using S = Seg<DPT, G>;
   constexpr int BQ = kAttnThreads / G;
@@ -123,15 +127,15 @@ __global__ void __launch_bounds__(kAttnThreads)
   const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
   const int q0 = q_begin + (gridDim.y - 1 - blockIdx.y) * BQ;  // the longest (last) query tiles start first
   const int C = NH * HD;
-  const int64_t C3 = 3 * int64_t(C);
-  const float* qbase = qkv + int64_t(b) * T * C3 + int64_t(h) * HD;
-  const float* kbase = qbase + C;
-  const float* vbase = qbase + 2 * C;
+  const int64_t RS = int64_t(NH + 2 * KVH) * HD;
+  const float* qbase = qkv + int64_t(b) * T * RS + int64_t(h) * HD;
+  const float* kbase = qkv + int64_t(b) * T * RS + int64_t(NH + h / (NH / KVH)) * HD;
+  const float* vbase = kbase + int64_t(KVH) * HD;
   const int g = threadIdx.x % G;
   const int t = q0 + threadIdx.x / G;  // this thread's query row (>= q_end: padding, computed, not written)
 
   float q[DPT], acc[DPT];
-  load_row_segment<DPT>(q, qbase + int64_t(t) * C3, g, HD, t < q_end);
+  load_row_segment<DPT>(q, qbase + int64_t(t) * RS, g, HD, t < q_end);
 #pragma unroll
   for (int d = 0; d < DPT; ++d) acc[d] = 0.0f;
   float m = -INFINITY, l = 0.0f;
@@ -139,8 +143,8 @@ __global__ void __launch_bounds__(kAttnThreads)
   const int kend = min(q0 + BQ, q_end);  // keys [0, kend) are visible to some row of the tile
   for (int k0 = 0; k0 < kend; k0 += BK) {
     __syncthreads();  // everyone is done with the previous tile
-    load_tile<DPT, G>(ks, kbase, C3, k0, BK, q_end, HD);
-    load_tile<DPT, G>(vs, vbase, C3, k0, BK, q_end, HD);
+    load_tile<DPT, G>(ks, kbase, RS, k0, BK, q_end, HD);
+    load_tile<DPT, G>(vs, vbase, RS, k0, BK, q_end, HD);
     __syncthreads();
 
     // Scores of the tile; every lane runs every j (the butterflies need the whole warp).
@@ -210,66 +214,71 @@ __global__ void attention_row_dot_kernel(float* D, const float* dout, const floa
   }
 }
 
-// grid (B*NH, ceil(T/BKV)), kAttnThreads threads = BKV keys x G lanes.
+// grid (B*KVH, ceil(T/BKV)), kAttnThreads threads = BKV keys x G lanes. The block sums the dk and dv of
+// its keys over the NH/KVH query heads of the key/value head, in ascending order, in registers.
 template <int DPT, int G, int BQ>
 __global__ void __launch_bounds__(kAttnThreads)
     attention_backward_kv_kernel(float* dqkv, const float* dout, const float* qkv, const float* lse, const float* D,
-                                 int T, int NH, int HD, float scale) {
+                                 int T, int NH, int KVH, int HD, float scale) {
   using S = Seg<DPT, G>;
   constexpr int BKV = kAttnThreads / G;
   __shared__ __align__(16) float qs[BQ * S::kRow];
   __shared__ __align__(16) float dos[BQ * S::kRow];
   __shared__ float lse_s[BQ], D_s[BQ];
 
-  const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
+  const int bkv = blockIdx.x, b = bkv / KVH, kvh = bkv % KVH, group = NH / KVH;
   const int k0 = blockIdx.y * BKV;  // the first key tiles see the most queries: they start first
   const int C = NH * HD;
-  const int64_t C3 = 3 * int64_t(C);
-  const float* qbase = qkv + int64_t(b) * T * C3 + int64_t(h) * HD;
-  const float* dobase = dout + int64_t(b) * T * C + int64_t(h) * HD;
-  const float* lse_bh = lse + int64_t(bh) * T;
-  const float* D_bh = D + int64_t(bh) * T;
+  const int64_t RS = int64_t(NH + 2 * KVH) * HD;
+  const float* kbase = qkv + int64_t(b) * T * RS + int64_t(NH + kvh) * HD;
   const int g = threadIdx.x % G;
   const int j = k0 + threadIdx.x / G;  // this thread's key (>= T: padding, computed, not written)
 
   float kr[DPT], vr[DPT], dk[DPT], dv[DPT];
-  load_row_segment<DPT>(kr, qbase + C + int64_t(j) * C3, g, HD, j < T);
-  load_row_segment<DPT>(vr, qbase + 2 * C + int64_t(j) * C3, g, HD, j < T);
+  load_row_segment<DPT>(kr, kbase + int64_t(j) * RS, g, HD, j < T);
+  load_row_segment<DPT>(vr, kbase + int64_t(KVH) * HD + int64_t(j) * RS, g, HD, j < T);
 #pragma unroll
   for (int d = 0; d < DPT; ++d) dk[d] = dv[d] = 0.0f;
 
-  for (int i0 = k0; i0 < T; i0 += BQ) {  // queries i >= k0 can see keys of this tile
-    __syncthreads();
-    load_tile<DPT, G>(qs, qbase, C3, i0, BQ, T, HD);
-    load_tile<DPT, G>(dos, dobase, C, i0, BQ, T, HD);
-    for (int r = threadIdx.x; r < BQ; r += blockDim.x) {
-      const int i = i0 + r;
-      lse_s[r] = i < T ? lse_bh[i] : 0.0f;
-      D_s[r] = i < T ? D_bh[i] : 0.0f;
-    }
-    __syncthreads();
+  for (int h = kvh * group; h < (kvh + 1) * group; ++h) {  // the group's query heads, ascending
+    const int64_t bh = int64_t(b) * NH + h;
+    const float* qbase = qkv + int64_t(b) * T * RS + int64_t(h) * HD;
+    const float* dobase = dout + int64_t(b) * T * C + int64_t(h) * HD;
+    const float* lse_bh = lse + bh * T;
+    const float* D_bh = D + bh * T;
+    for (int i0 = k0; i0 < T; i0 += BQ) {  // queries i >= k0 can see keys of this tile
+      __syncthreads();
+      load_tile<DPT, G>(qs, qbase, RS, i0, BQ, T, HD);
+      load_tile<DPT, G>(dos, dobase, C, i0, BQ, T, HD);
+      for (int r = threadIdx.x; r < BQ; r += blockDim.x) {
+        const int i = i0 + r;
+        lse_s[r] = i < T ? lse_bh[i] : 0.0f;
+        D_s[r] = i < T ? D_bh[i] : 0.0f;
+      }
+      __syncthreads();
 #pragma unroll 2
-    for (int r = 0; r < BQ; ++r) {
-      const int i = i0 + r;
-      float qi[DPT], doi[DPT];
-      read_segment<DPT, G>(qi, qs, r, g);
-      read_segment<DPT, G>(doi, dos, r, g);
-      const float sdot = group_sum<G>(dot<DPT>(qi, kr));
-      const float pdot = group_sum<G>(dot<DPT>(doi, vr));
-      const bool visible = i < T && j <= i;  // j <= i < T also makes the key real
-      const float p = visible ? expf(sdot * scale - lse_s[r]) : 0.0f;
-      const float ds = p * (pdot - D_s[r]) * scale;
+      for (int r = 0; r < BQ; ++r) {
+        const int i = i0 + r;
+        float qi[DPT], doi[DPT];
+        read_segment<DPT, G>(qi, qs, r, g);
+        read_segment<DPT, G>(doi, dos, r, g);
+        const float sdot = group_sum<G>(dot<DPT>(qi, kr));
+        const float pdot = group_sum<G>(dot<DPT>(doi, vr));
+        const bool visible = i < T && j <= i;  // j <= i < T also makes the key real
+        const float p = visible ? expf(sdot * scale - lse_s[r]) : 0.0f;
+        const float ds = p * (pdot - D_s[r]) * scale;
 #pragma unroll
-      for (int d = 0; d < DPT; ++d) {
-        dv[d] += p * doi[d];
-        dk[d] += ds * qi[d];
+        for (int d = 0; d < DPT; ++d) {
+          dv[d] += p * doi[d];
+          dk[d] += ds * qi[d];
+        }
       }
     }
   }
 
   if (j < T) {
-    float* dkrow = dqkv + (int64_t(b) * T + j) * C3 + C + int64_t(h) * HD;
-    float* dvrow = dkrow + C;
+    float* dkrow = dqkv + (int64_t(b) * T + j) * RS + int64_t(NH + kvh) * HD;
+    float* dvrow = dkrow + int64_t(KVH) * HD;
 #pragma unroll
     for (int d = 0; d < DPT; ++d) {
       const int dd = g * DPT + d;
@@ -285,7 +294,7 @@ __global__ void __launch_bounds__(kAttnThreads)
 template <int DPT, int G, int BK>
 __global__ void __launch_bounds__(kAttnThreads)
     attention_backward_q_kernel(float* dqkv, const float* dout, const float* qkv, const float* lse, const float* D,
-                                int T, int NH, int HD, float scale) {
+                                int T, int NH, int KVH, int HD, float scale) {
   using S = Seg<DPT, G>;
   constexpr int BQ = kAttnThreads / G;
   __shared__ __align__(16) float ks[BK * S::kRow];
@@ -294,14 +303,15 @@ __global__ void __launch_bounds__(kAttnThreads)
   const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
   const int q0 = (gridDim.y - 1 - blockIdx.y) * BQ;  // the longest (last) query tiles start first
   const int C = NH * HD;
-  const int64_t C3 = 3 * int64_t(C);
-  const float* qbase = qkv + int64_t(b) * T * C3 + int64_t(h) * HD;
+  const int64_t RS = int64_t(NH + 2 * KVH) * HD;
+  const float* qbase = qkv + int64_t(b) * T * RS + int64_t(h) * HD;
+  const float* kbase = qkv + int64_t(b) * T * RS + int64_t(NH + h / (NH / KVH)) * HD;
   const int g = threadIdx.x % G;
   const int i = q0 + threadIdx.x / G;  // this thread's query row (>= T: padding)
   const bool valid = i < T;
 
   float qi[DPT], doi[DPT], dq[DPT];
-  load_row_segment<DPT>(qi, qbase + int64_t(i) * C3, g, HD, valid);
+  load_row_segment<DPT>(qi, qbase + int64_t(i) * RS, g, HD, valid);
   load_row_segment<DPT>(doi, dout + (int64_t(b) * T + i) * C + int64_t(h) * HD, g, HD, valid);
 #pragma unroll
   for (int d = 0; d < DPT; ++d) dq[d] = 0.0f;
@@ -311,8 +321,8 @@ __global__ void __launch_bounds__(kAttnThreads)
   const int kend = min(q0 + BQ, T);
   for (int k0 = 0; k0 < kend; k0 += BK) {
     __syncthreads();
-    load_tile<DPT, G>(ks, qbase + C, C3, k0, BK, T, HD);
-    load_tile<DPT, G>(vs, qbase + 2 * C, C3, k0, BK, T, HD);
+    load_tile<DPT, G>(ks, kbase, RS, k0, BK, T, HD);
+    load_tile<DPT, G>(vs, kbase + int64_t(KVH) * HD, RS, k0, BK, T, HD);
     __syncthreads();
 #pragma unroll 2
     for (int jj = 0; jj < BK; ++jj) {
@@ -331,7 +341,7 @@ __global__ void __launch_bounds__(kAttnThreads)
   }
 
   if (valid) {
-    float* dqrow = dqkv + (int64_t(b) * T + i) * C3 + int64_t(h) * HD;
+    float* dqrow = dqkv + (int64_t(b) * T + i) * RS + int64_t(h) * HD;
 #pragma unroll
     for (int d = 0; d < DPT; ++d) {
       const int dd = g * DPT + d;
@@ -342,70 +352,73 @@ __global__ void __launch_bounds__(kAttnThreads)
 
 float attention_scale(int64_t HD) { return float(1.0 / std::sqrt(double(HD))); }
 
-void check_shape(const char* op, int64_t B, int64_t T, int64_t NH, int64_t HD) {
+void check_shape(const char* op, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD) {
+  check_attention_heads(op, NH, KVH);
   TRIDENT_CHECK(HD >= 1 && HD <= kMaxHeadDim, "{}: head size {} not supported by the CUDA backend (1..{})", op, HD,
                 kMaxHeadDim);
   // grid.x = B*NH, grid.y = T / (rows per block, at least 16) must fit; int indices inside a head.
-  TRIDENT_CHECK(B * NH < (int64_t(1) << 31) && ceil_div(T, 16) <= 65535 && 3 * NH * HD < (int64_t(1) << 31),
-                "{}: shape B={} T={} NH={} HD={} too large", op, B, T, NH, HD);
+  TRIDENT_CHECK(B * NH < (int64_t(1) << 31) && ceil_div(T, 16) <= 65535 && (NH + 2 * KVH) * HD < (int64_t(1) << 31),
+                "{}: shape B={} T={} NH={} KVH={} HD={} too large", op, B, T, NH, KVH, HD);
 }
 
 template <int DPT, int G, int BK>
 void launch_forward(cudaStream_t stream, float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH,
-                    int64_t HD, int64_t q_begin, int64_t q_count) {
+                    int64_t KVH, int64_t HD, int64_t q_begin, int64_t q_count) {
   constexpr int BQ = kAttnThreads / G;
   const dim3 grid(unsigned(B * NH), unsigned(ceil_div(q_count, BQ)));
   TRIDENT_CUDA_CHECK(launch(attention_forward_kernel<DPT, G, BK>, grid, kAttnThreads, 0, stream,
-      out, lse, qkv, int(T), int(NH), int(HD), attention_scale(HD), int(q_begin), int(q_begin + q_count)));
+      out, lse, qkv, int(T), int(NH), int(KVH), int(HD), attention_scale(HD), int(q_begin), int(q_begin + q_count)));
 }
 
 // Forward over query rows [q_begin, q_begin + q_count): 32 dimensions per lane (one butterfly step per
 // score at HD 64), 16 for tiny heads.
-void forward_rows(cudaStream_t stream, float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH,
-                  int64_t HD, int64_t q_begin, int64_t q_count) {
-  if (B <= 0 || q_count <= 0 || NH <= 0) return;
-  check_shape("attention_forward", B, T, NH, HD);
+void forward_rows(const char* op, cudaStream_t stream, float* out, float* lse, const float* qkv, int64_t B,
+                  int64_t T, int64_t NH, int64_t KVH, int64_t HD, int64_t q_begin, int64_t q_count) {
+  check_attention_heads(op, NH, KVH);
+  if (B <= 0 || q_count <= 0) return;
+  check_shape(op, B, T, NH, KVH, HD);
   if (HD <= 16)
-    launch_forward<16, 1, 32>(stream, out, lse, qkv, B, T, NH, HD, q_begin, q_count);
+    launch_forward<16, 1, 32>(stream, out, lse, qkv, B, T, NH, KVH, HD, q_begin, q_count);
   else if (HD <= 32)
-    launch_forward<32, 1, 32>(stream, out, lse, qkv, B, T, NH, HD, q_begin, q_count);
+    launch_forward<32, 1, 32>(stream, out, lse, qkv, B, T, NH, KVH, HD, q_begin, q_count);
   else if (HD <= 64)
-    launch_forward<32, 2, 32>(stream, out, lse, qkv, B, T, NH, HD, q_begin, q_count);
+    launch_forward<32, 2, 32>(stream, out, lse, qkv, B, T, NH, KVH, HD, q_begin, q_count);
   else
-    launch_forward<32, 4, 32>(stream, out, lse, qkv, B, T, NH, HD, q_begin, q_count);
+    launch_forward<32, 4, 32>(stream, out, lse, qkv, B, T, NH, KVH, HD, q_begin, q_count);
 }
 
 template <int DPT, int G, int BQ>
 void launch_backward(cudaStream_t stream, float* dqkv, const float* dout, const float* qkv, const float* lse,
-                     const float* D, int64_t B, int64_t T, int64_t NH, int64_t HD) {
+                     const float* D, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD) {
   constexpr int rows_per_block = kAttnThreads / G;  // keys per dK/dV block, queries per dQ block
-  const dim3 grid(unsigned(B * NH), unsigned(ceil_div(T, rows_per_block)));
+  const unsigned tiles = unsigned(ceil_div(T, rows_per_block));
   const float scale = attention_scale(HD);
-  TRIDENT_CUDA_CHECK(launch(attention_backward_kv_kernel<DPT, G, BQ>, grid, kAttnThreads, 0, stream,
-      dqkv, dout, qkv, lse, D, int(T), int(NH), int(HD), scale));
-  TRIDENT_CUDA_CHECK(launch(attention_backward_q_kernel<DPT, G, BQ>, grid, kAttnThreads, 0, stream,
-      dqkv, dout, qkv, lse, D, int(T), int(NH), int(HD), scale));
+  TRIDENT_CUDA_CHECK(launch(attention_backward_kv_kernel<DPT, G, BQ>, dim3(unsigned(B * KVH), tiles), kAttnThreads,
+      0, stream, dqkv, dout, qkv, lse, D, int(T), int(NH), int(KVH), int(HD), scale));
+  TRIDENT_CUDA_CHECK(launch(attention_backward_q_kernel<DPT, G, BQ>, dim3(unsigned(B * NH), tiles), kAttnThreads, 0,
+      stream, dqkv, dout, qkv, lse, D, int(T), int(NH), int(KVH), int(HD), scale));
 }
 
 }  // namespace
 
 void attention_forward(cudaStream_t stream, float* out, float* lse, const float* qkv, int64_t B, int64_t T,
-                       int64_t NH, int64_t HD) {
-  forward_rows(stream, out, lse, qkv, B, T, NH, HD, 0, T);
+                       int64_t NH, int64_t KVH, int64_t HD) {
+  forward_rows("attention_forward", stream, out, lse, qkv, B, T, NH, KVH, HD, 0, T);
 }
 
 void attention_forward_rows(cudaStream_t stream, float* out, const float* qkv, int64_t B, int64_t T, int64_t NH,
-                            int64_t HD, int64_t q_begin, int64_t q_count) {
+                            int64_t KVH, int64_t HD, int64_t q_begin, int64_t q_count) {
   TRIDENT_CHECK(attention_rows_valid(T, q_begin, q_count), "attention_forward_rows: rows [{}, {}) outside [0, {})",
                 q_begin, q_begin + q_count, T);
-  forward_rows(stream, out, nullptr, qkv, B, T, NH, HD, q_begin, q_count);
+  forward_rows("attention_forward_rows", stream, out, nullptr, qkv, B, T, NH, KVH, HD, q_begin, q_count);
 }
 
 void attention_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dqkv, const float* dout,
                         const float* qkv, const float* out, const float* lse, int64_t B, int64_t T, int64_t NH,
-                        int64_t HD) {
-  if (B <= 0 || T <= 0 || NH <= 0) return;
-  check_shape("attention_backward", B, T, NH, HD);
+                        int64_t KVH, int64_t HD) {
+  check_attention_heads("attention_backward", NH, KVH);
+  if (B <= 0 || T <= 0) return;
+  check_shape("attention_backward", B, T, NH, KVH, HD);
   const int64_t rows = B * T * NH;
   auto* D = static_cast<float*>(alloc.allocate(rows * int64_t(sizeof(float))));
   constexpr int kRowDotWarps = 8;
@@ -413,13 +426,13 @@ void attention_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dqkv
       stream, D, dout, out, rows, int(T), int(NH), int(HD)));
   // Backward: 16 dimensions per lane (four operand rows live in registers), tiles of 32 rows.
   if (HD <= 16)
-    launch_backward<16, 1, 32>(stream, dqkv, dout, qkv, lse, D, B, T, NH, HD);
+    launch_backward<16, 1, 32>(stream, dqkv, dout, qkv, lse, D, B, T, NH, KVH, HD);
   else if (HD <= 32)
-    launch_backward<16, 2, 32>(stream, dqkv, dout, qkv, lse, D, B, T, NH, HD);
+    launch_backward<16, 2, 32>(stream, dqkv, dout, qkv, lse, D, B, T, NH, KVH, HD);
   else if (HD <= 64)
-    launch_backward<16, 4, 32>(stream, dqkv, dout, qkv, lse, D, B, T, NH, HD);
+    launch_backward<16, 4, 32>(stream, dqkv, dout, qkv, lse, D, B, T, NH, KVH, HD);
   else
-    launch_backward<16, 8, 32>(stream, dqkv, dout, qkv, lse, D, B, T, NH, HD);
+    launch_backward<16, 8, 32>(stream, dqkv, dout, qkv, lse, D, B, T, NH, KVH, HD);
   alloc.release(D);  // stream-ordered
 }
 

@@ -12,6 +12,7 @@
 #include "cuda/check.cuh"
 #include "cuda/matmul.cuh"
 #include "cuda/ops.cuh"
+#include "kernel_checks.hpp"
 #include "kernels.hpp"
 
 namespace trident {
@@ -123,13 +124,23 @@ class CudaKernels final : public Kernels {
 
   // ---- LayerNorm ----
   void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                         const float* bias, int64_t N, int64_t C) override {
-    cuda::layernorm_forward(stream(), out, mean, rstd, inp, weight, bias, N, C);
+                         const float* bias, int64_t N, int64_t C, float eps) override {
+    cuda::layernorm_forward(stream(), out, mean, rstd, inp, weight, bias, N, C, eps);
   }
   void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                           const float* weight, const float* mean, const float* rstd, int64_t N,
                           int64_t C) override {
     cuda::layernorm_backward(stream(), alloc_, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+  }
+
+  // ---- RMSNorm ----
+  void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int64_t C,
+                       float eps) override {
+    cuda::rmsnorm_forward(stream(), out, rstd, inp, weight, N, C, eps);
+  }
+  void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                        const float* rstd, int64_t N, int64_t C) override {
+    cuda::rmsnorm_backward(stream(), alloc_, dinp, dweight, dout, inp, weight, rstd, N, C);
   }
 
   // ---- matmul ----
@@ -143,17 +154,37 @@ class CudaKernels final : public Kernels {
   }
 
   // ---- attention ----
-  void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH,
+  void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t KVH,
                          int64_t HD) override {
-    cuda::attention_forward(stream(), out, lse, qkv, B, T, NH, HD);
+    cuda::attention_forward(stream(), out, lse, qkv, B, T, NH, KVH, HD);
   }
-  void attention_forward_rows(float* out, const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t HD,
+  void attention_forward_rows(float* out, const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD,
                               int64_t q_begin, int64_t q_count) override {
-    cuda::attention_forward_rows(stream(), out, qkv, B, T, NH, HD, q_begin, q_count);
+    cuda::attention_forward_rows(stream(), out, qkv, B, T, NH, KVH, HD, q_begin, q_count);
   }
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
-                          int64_t B, int64_t T, int64_t NH, int64_t HD) override {
-    cuda::attention_backward(stream(), alloc_, dqkv, dout, qkv, out, lse, B, T, NH, HD);
+                          int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD) override {
+    cuda::attention_backward(stream(), alloc_, dqkv, dout, qkv, out, lse, B, T, NH, KVH, HD);
+  }
+
+  // ---- RoPE ----
+  void rope_forward(float* qkv, const float* table, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD,
+                    int64_t t_begin, int64_t t_count) override {
+    check_rope("rope_forward", T, NH, KVH, HD, t_begin, t_count);
+    cuda::rope_apply(stream(), qkv, table, B, T, NH, KVH, HD, t_begin, t_count, 1.0f);
+  }
+  void rope_backward(float* dqkv, const float* table, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD,
+                     int64_t t_begin, int64_t t_count) override {
+    check_rope("rope_backward", T, NH, KVH, HD, t_begin, t_count);
+    cuda::rope_apply(stream(), dqkv, table, B, T, NH, KVH, HD, t_begin, t_count, -1.0f);
+  }
+
+  // ---- SwiGLU ----
+  void swiglu_forward(float* out, const float* inp, int64_t N, int64_t F) override {
+    cuda::swiglu_forward(stream(), out, inp, N, F);
+  }
+  void swiglu_backward(float* dinp, const float* inp, const float* dout, int64_t N, int64_t F) override {
+    cuda::swiglu_backward(stream(), dinp, inp, dout, N, F);
   }
 
   // ---- GELU ----

@@ -1,5 +1,6 @@
-// GELU, tanh approximation, forward and backward (accumulating), the same formulas as the Kokkos
-// backend (kernels/kokkos/gelu.hpp): 0.5 (1 + tanh u) evaluated as sigmoid(2u) = 1 / (1 + exp(-2u)).
+// The MLP activations, forward and backward (accumulating), the same formulas as the Kokkos backend
+// (kernels/kokkos/gelu.hpp). GELU, tanh approximation: 0.5 (1 + tanh u) evaluated as
+// sigmoid(2u) = 1 / (1 + exp(-2u)). SwiGLU: inp [N, 2F] = gate | up, out = silu(gate) * up.
 #include "cuda/check.cuh"
 #include "cuda/ops.cuh"
 
@@ -34,6 +35,27 @@ __global__ void gelu_backward_kernel(float* dinp, const float* inp, const float*
   }
 }
 
+// One thread per (row, column) of the [N, F] output, grid-stride; idx / F picks the row.
+__global__ void swiglu_forward_kernel(float* out, const float* inp, int64_t N, int64_t F) {
+  TRIDENT_GRID_STRIDE(idx, N * F) {
+    const int64_t i = idx / F, j = idx - i * F;
+    const float g = inp[i * 2 * F + j], u = inp[i * 2 * F + F + j];
+    out[idx] = g / (1.0f + expf(-g)) * u;
+  }
+}
+
+// d/dup = silu(g); d/dgate = up (s + silu(g) (1 - s)), s = sigmoid(g).
+__global__ void swiglu_backward_kernel(float* dinp, const float* inp, const float* dout, int64_t N, int64_t F) {
+  TRIDENT_GRID_STRIDE(idx, N * F) {
+    const int64_t i = idx / F, j = idx - i * F;
+    const float g = inp[i * 2 * F + j], u = inp[i * 2 * F + F + j], dy = dout[idx];
+    const float s = 1.0f / (1.0f + expf(-g));
+    const float silu = g * s;
+    dinp[i * 2 * F + j] += dy * u * (s + silu * (1.0f - s));
+    dinp[i * 2 * F + F + j] += dy * silu;
+  }
+}
+
 }  // namespace
 
 void gelu_forward(cudaStream_t stream, float* out, const float* inp, int64_t n) {
@@ -44,6 +66,17 @@ void gelu_forward(cudaStream_t stream, float* out, const float* inp, int64_t n) 
 void gelu_backward(cudaStream_t stream, float* dinp, const float* inp, const float* dout, int64_t n) {
   if (n <= 0) return;
   TRIDENT_CUDA_CHECK(launch(gelu_backward_kernel, grid_for(n, kThreads), kThreads, 0, stream, dinp, inp, dout, n));
+}
+
+void swiglu_forward(cudaStream_t stream, float* out, const float* inp, int64_t N, int64_t F) {
+  if (N <= 0 || F <= 0) return;
+  TRIDENT_CUDA_CHECK(launch(swiglu_forward_kernel, grid_for(N * F, kThreads), kThreads, 0, stream, out, inp, N, F));
+}
+
+void swiglu_backward(cudaStream_t stream, float* dinp, const float* inp, const float* dout, int64_t N, int64_t F) {
+  if (N <= 0 || F <= 0) return;
+  TRIDENT_CUDA_CHECK(launch(swiglu_backward_kernel, grid_for(N * F, kThreads), kThreads, 0, stream, dinp, inp, dout,
+      N, F));
 }
 
 }  // namespace trident::cuda

@@ -31,12 +31,16 @@ void position_forward(cudaStream_t stream, float* out, const float* wpe, int64_t
 void position_backward(cudaStream_t stream, float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C,
                        int64_t t_begin);
 
-// ---- layernorm.cu ----
+// ---- layernorm.cu (and RMSNorm) ----
 void layernorm_forward(cudaStream_t stream, float* out, float* mean, float* rstd, const float* inp,
-                       const float* weight, const float* bias, int64_t N, int64_t C);
+                       const float* weight, const float* bias, int64_t N, int64_t C, float eps);
 void layernorm_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dinp, float* dweight, float* dbias,
                         const float* dout, const float* inp, const float* weight, const float* mean,
                         const float* rstd, int64_t N, int64_t C);
+void rmsnorm_forward(cudaStream_t stream, float* out, float* rstd, const float* inp, const float* weight, int64_t N,
+                     int64_t C, float eps);
+void rmsnorm_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dinp, float* dweight, const float* dout,
+                      const float* inp, const float* weight, const float* rstd, int64_t N, int64_t C);
 
 // ---- matmul.cu (the GEMMs are in matmul.cuh's Matmul; these are its own kernels) ----
 // out[i, o] = bias[o] (or 0 when bias is null): the IC == 0 forward.
@@ -49,16 +53,23 @@ void bias_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dbias, co
 
 // ---- attention.cu ----
 void attention_forward(cudaStream_t stream, float* out, float* lse, const float* qkv, int64_t B, int64_t T,
-                       int64_t NH, int64_t HD);
+                       int64_t NH, int64_t KVH, int64_t HD);
 void attention_forward_rows(cudaStream_t stream, float* out, const float* qkv, int64_t B, int64_t T, int64_t NH,
-                            int64_t HD, int64_t q_begin, int64_t q_count);
+                            int64_t KVH, int64_t HD, int64_t q_begin, int64_t q_count);
 void attention_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dqkv, const float* dout,
                         const float* qkv, const float* out, const float* lse, int64_t B, int64_t T, int64_t NH,
-                        int64_t HD);
+                        int64_t KVH, int64_t HD);
 
-// ---- gelu.cu ----
+// ---- rope.cu ----
+// sign +1: rope_forward, -1: rope_backward (the transpose).
+void rope_apply(cudaStream_t stream, float* x, const float* table, int64_t B, int64_t T, int64_t NH, int64_t KVH,
+                int64_t HD, int64_t t_begin, int64_t t_count, float sign);
+
+// ---- gelu.cu (and SwiGLU) ----
 void gelu_forward(cudaStream_t stream, float* out, const float* inp, int64_t n);
 void gelu_backward(cudaStream_t stream, float* dinp, const float* inp, const float* dout, int64_t n);
+void swiglu_forward(cudaStream_t stream, float* out, const float* inp, int64_t N, int64_t F);
+void swiglu_backward(cudaStream_t stream, float* dinp, const float* inp, const float* dout, int64_t N, int64_t F);
 
 // ---- crossentropy.cu ----
 void xent_row_max(cudaStream_t stream, float* rowmax, const float* logits, int64_t N, int64_t stride,

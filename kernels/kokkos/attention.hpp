@@ -1,5 +1,5 @@
 #pragma once
-// Causal multi-head self-attention, flash-style: the [T,T] scores exist one kAttentionTile x
+// Causal grouped-query self-attention, flash-style: the [T,T] scores exist one kAttentionTile x
 // kAttentionTile tile at a time, never whole, and forward hands backward only out and the per-row
 // log-sum-exp (lse).
 // Forward, per (b,h) and query tile i, over key tiles j <= i (online softmax):
@@ -8,8 +8,13 @@
 // Backward, per (b,h), key tile j and query tile i >= j, with D = rowsum(dout * out) and lse:
 //     P = exp(q_i k_j^T / sqrt(HD) - lse);  dv_j += P^T dy_i;  dP = dy_i v_j^T;  dS = P (dP - D);
 //     dq_i += dS k_j / sqrt(HD);  dk_j += dS^T q_i / sqrt(HD).
+// Grouped-query: NH query heads, KVH key/value heads (KVH divides NH); query head h reads key/value
+// head h / (NH/KVH) in place (no copy per query head). A qkv row is q [NH,HD] | k [KVH,HD] | v [KVH,HD],
+// RS = (NH + 2 KVH) HD floats. KVH = NH is multi-head attention and runs exactly the former code.
+// Backward visits the query heads in ascending order, so the dk and dv of a key/value head sum its
+// group's query heads in that fixed order (the GEMMs accumulate with beta 1 into dqkv).
 // The GEMMs read q, k, v, dout and write out, dqkv in place, as strided row-major blocks (a head's
-// rows are HD floats every 3C or C): cblas_sgemm takes the leading dimension, so no permuted copies
+// rows are HD floats every RS or C): cblas_sgemm takes the leading dimension, so no permuted copies
 // of the heads are made (KokkosBlas::gemm would need contiguous LayoutRight operands; the copies cost
 // ~20% of the step's attention at T = 64). This pins the file to host memory: the Kokkos backend runs
 // on host execution spaces only (the GPU has its own backend, kernels/cuda). The row-wise parts
@@ -107,18 +112,18 @@ constexpr void require_host_memory() {
 }  // namespace detail
 
 // out [B,q_count,C] = attention of the query rows [q_begin, q_begin + q_count) of each sequence of qkv
-// [B,T,3C] (row t sees keys 0..t; rows past q_begin + q_count are never read); lse [B,NH,T] gets those
+// [B,T,RS] (row t sees keys 0..t; rows past q_begin + q_count are never read); lse [B,NH,T] gets those
 // rows' log-sum-exp unless null. ws: attention_forward_workspace floats. Query tiles stay aligned to
 // multiples of the tile and are clipped to the rows asked for, so every clipped row t of tile i0 sees at
 // least one key of each key tile j0 <= i0.
 template <class ES>
 void attention_forward_rows(const ES& space, float* out, float* lse, const float* qkv, Vec<ES> ws, int64_t B,
-                            int64_t T, int64_t NH, int64_t HD, int64_t q_begin, int64_t q_count) {
+                            int64_t T, int64_t NH, int64_t KVH, int64_t HD, int64_t q_begin, int64_t q_count) {
   detail::require_host_memory<ES>();
   using detail::Block;
   using detail::CBlock;
   constexpr int64_t tile = kAttentionTile;
-  const int64_t C = NH * HD, q_end = q_begin + q_count;
+  const int64_t C = NH * HD, RS = (NH + 2 * KVH) * HD, group = NH / KVH, q_end = q_begin + q_count;
   float* scores = ws.data();
   float* m = scores + tile * tile;
   double* l = reinterpret_cast<double*>(m + tile);  // tile^2 + tile floats in: 8-byte aligned
@@ -129,15 +134,15 @@ void attention_forward_rows(const ES& space, float* out, float* lse, const float
       for (int64_t i0 = q_begin - q_begin % tile; i0 < q_end; i0 += tile) {
         const int64_t r0 = i0 > q_begin ? i0 : q_begin;  // first row of the clipped query tile
         const int64_t nq = (i0 + tile < q_end ? i0 + tile : q_end) - r0;
-        const CBlock qi{qkv + (b * T + r0) * 3 * C + h * HD, nq, HD, 3 * C};
+        const CBlock qi{qkv + (b * T + r0) * RS + h * HD, nq, HD, RS};
         const Block yi{out + (b * q_count + r0 - q_begin) * C + h * HD, nq, HD, C};
         for (int64_t j0 = 0; j0 <= i0; j0 += tile) {  // key tiles up to and including the diagonal
           const int64_t nk = (j0 + tile < r0 + nq ? j0 + tile : r0 + nq) - j0;
-          const float* kv = qkv + (b * T + j0) * 3 * C + h * HD;
+          const float* kj = qkv + (b * T + j0) * RS + (NH + h / group) * HD;  // v_j at kj + KVH*HD
           const Block s{scores, nq, nk, nk};
-          detail::sgemm(false, true, scale, qi, CBlock{kv + C, nk, HD, 3 * C}, 0.0f, s);
+          detail::sgemm(false, true, scale, qi, CBlock{kj, nk, HD, RS}, 0.0f, s);
           detail::online_softmax_step(space, s, yi, m, l, r0, j0, j0 == 0);
-          detail::sgemm(false, false, 1.0f, CBlock{s.p, nq, nk, nk}, CBlock{kv + 2 * C, nk, HD, 3 * C},
+          detail::sgemm(false, false, 1.0f, CBlock{s.p, nq, nk, nk}, CBlock{kj + KVH * HD, nk, HD, RS},
                         j0 == 0 ? 0.0f : 1.0f, yi);
         }
         float* lse_i = lse ? lse + (b * NH + h) * T + r0 : nullptr;
@@ -152,23 +157,23 @@ void attention_forward_rows(const ES& space, float* out, float* lse, const float
       }
 }
 
-// out [B,T,C] = attention of qkv [B,T,3C]; lse [B,NH,T]. ws: attention_forward_workspace floats.
+// out [B,T,C] = attention of qkv [B,T,RS]; lse [B,NH,T]. ws: attention_forward_workspace floats.
 template <class ES>
 void attention_forward(const ES& space, Vec<ES> out, Vec<ES> lse, CVec<ES> qkv, Vec<ES> ws, int64_t B,
-                       int64_t T, int64_t NH, int64_t HD) {
-  attention_forward_rows(space, out.data(), lse.data(), qkv.data(), ws, B, T, NH, HD, 0, T);
+                       int64_t T, int64_t NH, int64_t KVH, int64_t HD) {
+  attention_forward_rows(space, out.data(), lse.data(), qkv.data(), ws, B, T, NH, KVH, HD, 0, T);
 }
 
-// dqkv [B,T,3C] += the gradient through attention_forward, from its out and lse.
+// dqkv [B,T,RS] += the gradient through attention_forward, from its out and lse.
 // ws: attention_backward_workspace floats.
 template <class ES>
 void attention_backward(const ES& space, Vec<ES> dqkv, CVec<ES> dout, CVec<ES> qkv, CVec<ES> out,
-                        CVec<ES> lse, Vec<ES> ws, int64_t B, int64_t T, int64_t NH, int64_t HD) {
+                        CVec<ES> lse, Vec<ES> ws, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD) {
   detail::require_host_memory<ES>();
   using detail::Block;
   using detail::CBlock;
   constexpr int64_t tile = kAttentionTile;
-  const int64_t C = NH * HD;
+  const int64_t C = NH * HD, RS = (NH + 2 * KVH) * HD, group = NH / KVH;
   float* p_tile = ws.data();
   float* dp_tile = p_tile + tile * tile;
   float* D = dp_tile + tile * tile;  // [B,NH,T], like lse
@@ -185,19 +190,20 @@ void attention_backward(const ES& space, Vec<ES> dqkv, CVec<ES> dout, CVec<ES> q
 
   const float scale = float(1.0 / kmath::sqrt(double(HD)));
   for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < NH; ++h) {
+    for (int64_t h = 0; h < NH; ++h) {  // ascending: the fixed order of a key/value head's group
       const float* lse_h = lse.data() + (b * NH + h) * T;
       const float* D_h = D + (b * NH + h) * T;
       for (int64_t j0 = 0; j0 < T; j0 += tile) {
         const int64_t nk = (j0 + tile < T ? j0 + tile : T) - j0;
-        const int64_t kv = (b * T + j0) * 3 * C + h * HD;  // offset of k_j - C, v_j - 2C in (d)qkv
-        const CBlock kj{qkv.data() + kv + C, nk, HD, 3 * C}, vj{qkv.data() + kv + 2 * C, nk, HD, 3 * C};
-        const Block dkj{dqkv.data() + kv + C, nk, HD, 3 * C}, dvj{dqkv.data() + kv + 2 * C, nk, HD, 3 * C};
+        const int64_t ko = (b * T + j0) * RS + (NH + h / group) * HD;  // offset of k_j in (d)qkv
+        const int64_t vo = ko + KVH * HD;                                 // and of v_j
+        const CBlock kj{qkv.data() + ko, nk, HD, RS}, vj{qkv.data() + vo, nk, HD, RS};
+        const Block dkj{dqkv.data() + ko, nk, HD, RS}, dvj{dqkv.data() + vo, nk, HD, RS};
         for (int64_t i0 = j0; i0 < T; i0 += tile) {  // query tiles on and below the diagonal
           const int64_t nq = (i0 + tile < T ? i0 + tile : T) - i0;
-          const int64_t qo = (b * T + i0) * 3 * C + h * HD;
-          const CBlock qi{qkv.data() + qo, nq, HD, 3 * C}, dyi{dout.data() + (b * T + i0) * C + h * HD, nq, HD, C};
-          const Block dqi{dqkv.data() + qo, nq, HD, 3 * C};
+          const int64_t qo = (b * T + i0) * RS + h * HD;
+          const CBlock qi{qkv.data() + qo, nq, HD, RS}, dyi{dout.data() + (b * T + i0) * C + h * HD, nq, HD, C};
+          const Block dqi{dqkv.data() + qo, nq, HD, RS};
           const Block P{p_tile, nq, nk, nk}, dP{dp_tile, nq, nk, nk};
           detail::sgemm(false, true, scale, qi, kj, 0.0f, P);
           Kokkos::parallel_for(

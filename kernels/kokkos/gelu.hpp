@@ -1,6 +1,7 @@
 #pragma once
+// The MLP activations, forward and backward side by side; backward accumulates into dinp.
 // GELU, tanh approximation: gelu(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
-// Forward and backward side by side; backward accumulates into dinp.
+// SwiGLU (Llama): inp [N, 2F] = gate | up per row, out [N, F] = silu(gate) * up, silu(g) = g sigmoid(g).
 //
 // Evaluated through the identity 0.5 (1 + tanh(u)) = sigmoid(2u) = 1 / (1 + exp(-2u)): the same
 // function, one expf instead of tanhf (glibc's tanhf goes through expm1f and was 4x slower here),
@@ -39,6 +40,31 @@ void gelu_backward(const ES& space, Vec<ES> dinp, CVec<ES> inp, CVec<ES> dout) {
         const float local = s + 2.0f * x * (e * s * s) * du;  // s (1 - s) = e / (1 + e)^2
         dinp(i) += local * dout(i);
       });
+}
+
+// SwiGLU. sigmoid(g) = 1 / (1 + exp(-g)): exp overflows to inf for g < -88, sigmoid is then 0 and
+// silu -0, no NaN.
+template <class ES>
+void swiglu_forward(const ES& space, Mat<ES> out, CMat<ES> inp) {
+  const int64_t F = out.extent(1);
+  parallel_rows("trident::swiglu_forward", space, out.extent(0), F, KOKKOS_LAMBDA(int64_t i, int64_t j) {
+    const float g = inp(i, j), u = inp(i, F + j);
+    out(i, j) = g / (1.0f + kmath::exp(-g)) * u;
+  });
+}
+
+// d/dup = silu(g);  d/dgate = up * silu'(g),  silu'(g) = s + silu(g) (1 - s) with s = sigmoid(g)
+// (= s (1 + g (1 - s)); written with silu so that g -> -inf gives 0 + (-0) (1) without inf * 0).
+template <class ES>
+void swiglu_backward(const ES& space, Mat<ES> dinp, CMat<ES> inp, CMat<ES> dout) {
+  const int64_t F = dout.extent(1);
+  parallel_rows("trident::swiglu_backward", space, dout.extent(0), F, KOKKOS_LAMBDA(int64_t i, int64_t j) {
+    const float g = inp(i, j), u = inp(i, F + j), dy = dout(i, j);
+    const float s = 1.0f / (1.0f + kmath::exp(-g));
+    const float silu = g * s;
+    dinp(i, j) += dy * u * (s + silu * (1.0f - s));
+    dinp(i, F + j) += dy * silu;
+  });
 }
 
 }  // namespace trident::kk

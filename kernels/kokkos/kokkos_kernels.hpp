@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "core/error.hpp"
+#include "kernel_checks.hpp"
 #include "kernels.hpp"
 #include "kokkos/adamw.hpp"
 #include "kokkos/attention.hpp"
@@ -18,6 +19,7 @@
 #include "kokkos/gelu.hpp"
 #include "kokkos/layernorm.hpp"
 #include "kokkos/matmul.hpp"
+#include "kokkos/rope.hpp"
 
 namespace trident {
 
@@ -116,9 +118,9 @@ class KokkosKernels final : public Kernels {
 
   // ---- LayerNorm ----
   void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                         const float* bias, int64_t N, int64_t C) override {
+                         const float* bias, int64_t N, int64_t C, float eps) override {
     kk::layernorm_forward(space_, kk::mat<ES>(out, N, C), kk::vec<ES>(mean, N), kk::vec<ES>(rstd, N),
-                          kk::cmat<ES>(inp, N, C), kk::cvec<ES>(weight, C), kk::cvec<ES>(bias, C));
+                          kk::cmat<ES>(inp, N, C), kk::cvec<ES>(weight, C), kk::cvec<ES>(bias, C), eps);
   }
   void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                           const float* weight, const float* mean, const float* rstd, int64_t N,
@@ -126,6 +128,18 @@ class KokkosKernels final : public Kernels {
     kk::layernorm_backward(space_, kk::mat<ES>(dinp, N, C), kk::vec<ES>(dweight, C), kk::vec<ES>(dbias, C),
                            kk::cmat<ES>(dout, N, C), kk::cmat<ES>(inp, N, C), kk::cvec<ES>(weight, C),
                            kk::cvec<ES>(mean, N), kk::cvec<ES>(rstd, N));
+  }
+
+  // ---- RMSNorm ----
+  void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int64_t C,
+                       float eps) override {
+    kk::rmsnorm_forward(space_, kk::mat<ES>(out, N, C), kk::vec<ES>(rstd, N), kk::cmat<ES>(inp, N, C),
+                        kk::cvec<ES>(weight, C), eps);
+  }
+  void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                        const float* rstd, int64_t N, int64_t C) override {
+    kk::rmsnorm_backward(space_, kk::mat<ES>(dinp, N, C), kk::vec<ES>(dweight, C), kk::cmat<ES>(dout, N, C),
+                         kk::cmat<ES>(inp, N, C), kk::cvec<ES>(weight, C), kk::cvec<ES>(rstd, N));
   }
 
   // ---- matmul ----
@@ -142,28 +156,51 @@ class KokkosKernels final : public Kernels {
   }
 
   // ---- attention ----
-  void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH,
+  void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t KVH,
                          int64_t HD) override {
-    const int64_t C = NH * HD;
+    check_attention_heads("attention_forward", NH, KVH);
+    const int64_t C = NH * HD, RS = (NH + 2 * KVH) * HD;
     kk::attention_forward(space_, kk::vec<ES>(out, B * T * C), kk::vec<ES>(lse, B * NH * T),
-                          kk::cvec<ES>(qkv, B * T * 3 * C),
-                          float_workspace(kk::attention_forward_workspace(B, T, NH, HD)), B, T, NH, HD);
+                          kk::cvec<ES>(qkv, B * T * RS),
+                          float_workspace(kk::attention_forward_workspace(B, T, NH, HD)), B, T, NH, KVH, HD);
   }
-  void attention_forward_rows(float* out, const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t HD,
+  void attention_forward_rows(float* out, const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD,
                               int64_t q_begin, int64_t q_count) override {
     TRIDENT_CHECK(attention_rows_valid(T, q_begin, q_count), "attention_forward_rows: rows [{}, {}) outside [0, {})",
                   q_begin, q_begin + q_count, T);
+    check_attention_heads("attention_forward_rows", NH, KVH);
     kk::attention_forward_rows(space_, out, nullptr, qkv,
-                               float_workspace(kk::attention_forward_workspace(B, T, NH, HD)), B, T, NH, HD, q_begin,
-                               q_count);
+                               float_workspace(kk::attention_forward_workspace(B, T, NH, HD)), B, T, NH, KVH, HD,
+                               q_begin, q_count);
   }
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
-                          int64_t B, int64_t T, int64_t NH, int64_t HD) override {
-    const int64_t C = NH * HD;
-    kk::attention_backward(space_, kk::vec<ES>(dqkv, B * T * 3 * C), kk::cvec<ES>(dout, B * T * C),
-                           kk::cvec<ES>(qkv, B * T * 3 * C), kk::cvec<ES>(out, B * T * C),
+                          int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD) override {
+    check_attention_heads("attention_backward", NH, KVH);
+    const int64_t C = NH * HD, RS = (NH + 2 * KVH) * HD;
+    kk::attention_backward(space_, kk::vec<ES>(dqkv, B * T * RS), kk::cvec<ES>(dout, B * T * C),
+                           kk::cvec<ES>(qkv, B * T * RS), kk::cvec<ES>(out, B * T * C),
                            kk::cvec<ES>(lse, B * NH * T),
-                           float_workspace(kk::attention_backward_workspace(B, T, NH, HD)), B, T, NH, HD);
+                           float_workspace(kk::attention_backward_workspace(B, T, NH, HD)), B, T, NH, KVH, HD);
+  }
+
+  // ---- RoPE ----
+  void rope_forward(float* qkv, const float* table, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD,
+                    int64_t t_begin, int64_t t_count) override {
+    check_rope("rope_forward", T, NH, KVH, HD, t_begin, t_count);
+    kk::rope_apply(space_, qkv, table, B, T, NH, KVH, HD, t_begin, t_count, 1.0f);
+  }
+  void rope_backward(float* dqkv, const float* table, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD,
+                     int64_t t_begin, int64_t t_count) override {
+    check_rope("rope_backward", T, NH, KVH, HD, t_begin, t_count);
+    kk::rope_apply(space_, dqkv, table, B, T, NH, KVH, HD, t_begin, t_count, -1.0f);
+  }
+
+  // ---- SwiGLU ----
+  void swiglu_forward(float* out, const float* inp, int64_t N, int64_t F) override {
+    kk::swiglu_forward(space_, kk::mat<ES>(out, N, F), kk::cmat<ES>(inp, N, 2 * F));
+  }
+  void swiglu_backward(float* dinp, const float* inp, const float* dout, int64_t N, int64_t F) override {
+    kk::swiglu_backward(space_, kk::mat<ES>(dinp, N, 2 * F), kk::cmat<ES>(inp, N, 2 * F), kk::cmat<ES>(dout, N, F));
   }
 
   // ---- GELU ----

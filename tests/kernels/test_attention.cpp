@@ -32,7 +32,7 @@ class AttentionTest : public KernelTest {
     Buf Q(*k, qkv), out(*k, B * T * C), lse(*k, B * NH * T);
     k->fill(out.get(), 7.0f, B * T * C);  // the forward overwrites (no accumulation into out or lse)
     k->fill(lse.get(), 7.0f, B * NH * T);
-    k->attention_forward(out.get(), lse.get(), Q.get(), B, T, NH, HD);
+    k->attention_forward(out.get(), lse.get(), Q.get(), B, T, NH, NH, HD);
     return {out.host(), lse.host()};
   }
   // out within out_tol (absolute and relative), lse within lse_tol against the double reference.
@@ -48,8 +48,8 @@ class AttentionTest : public KernelTest {
   VecF backward(const VecF& qkv, const VecF& R, int64_t B, int64_t T, int64_t NH, int64_t HD) {
     const int64_t C = NH * HD;
     Buf Q(*k, qkv), out(*k, B * T * C), lse(*k, B * NH * T), dout(*k, R), dQ(*k, B * T * 3 * C);
-    k->attention_forward(out.get(), lse.get(), Q.get(), B, T, NH, HD);
-    k->attention_backward(dQ.get(), dout.get(), Q.get(), out.get(), lse.get(), B, T, NH, HD);
+    k->attention_forward(out.get(), lse.get(), Q.get(), B, T, NH, NH, HD);
+    k->attention_backward(dQ.get(), dout.get(), Q.get(), out.get(), lse.get(), B, T, NH, NH, HD);
     return dQ.host();
   }
   // max |g| over the q, k or v third (part 0, 1, 2) of a [B*T, 3C] gradient.
@@ -151,23 +151,23 @@ TEST_P(AttentionTest, BackwardAccumulatesAndIsDeterministic) {
     const int64_t B = 2, NH = 3, HD = 8, C = NH * HD;
     const VecF qkv = random_vec(B * T * 3 * C, 76), R = random_vec(B * T * C, 77);
     Buf Q(*k, qkv), out(*k, B * T * C), lse(*k, B * NH * T), dout(*k, R);
-    k->attention_forward(out.get(), lse.get(), Q.get(), B, T, NH, HD);
+    k->attention_forward(out.get(), lse.get(), Q.get(), B, T, NH, NH, HD);
     const VecF out1 = out.host(), lse1 = lse.host();
-    k->attention_forward(out.get(), lse.get(), Q.get(), B, T, NH, HD);
+    k->attention_forward(out.get(), lse.get(), Q.get(), B, T, NH, NH, HD);
     EXPECT_TRUE(same_bits(out.host(), out1)) << "T " << T;
     EXPECT_TRUE(same_bits(lse.host(), lse1)) << "T " << T;
 
     Buf dQ(*k, B * T * 3 * C), dQ2(*k, B * T * 3 * C);
-    k->attention_backward(dQ.get(), dout.get(), Q.get(), out.get(), lse.get(), B, T, NH, HD);
+    k->attention_backward(dQ.get(), dout.get(), Q.get(), out.get(), lse.get(), B, T, NH, NH, HD);
     const VecF g = dQ.host();
-    k->attention_backward(dQ2.get(), dout.get(), Q.get(), out.get(), lse.get(), B, T, NH, HD);
+    k->attention_backward(dQ2.get(), dout.get(), Q.get(), out.get(), lse.get(), B, T, NH, NH, HD);
     EXPECT_TRUE(same_bits(dQ2.host(), g)) << "T " << T;
     // From a non-zero start G0 the result is G0 + g: a backend may add its tiles' contributions into
     // dqkv one by one, so each element takes a few extra float roundings (<= 1 ulp of |G0| + |g| <= 2
     // each, one per key tile): 1e-6 absolute.
     const VecF g0 = random_vec(B * T * 3 * C, 78);
     Buf dQ3(*k, g0);
-    k->attention_backward(dQ3.get(), dout.get(), Q.get(), out.get(), lse.get(), B, T, NH, HD);
+    k->attention_backward(dQ3.get(), dout.get(), Q.get(), out.get(), lse.get(), B, T, NH, NH, HD);
     VecD want(g.size());
     for (size_t i = 0; i < g.size(); ++i) want[i] = double(g0[i]) + double(g[i]);
     EXPECT_TRUE(close(dQ3.host(), want, 1e-6, 0)) << "T " << T;
@@ -203,7 +203,7 @@ TEST_P(AttentionTest, RowRangesMatchTheWholeForwardAndNeverReadLaterRows) {
         for (int64_t i = (b * T + q0 + n) * 3 * C; i < (b + 1) * T * 3 * C; ++i) cache[i] = std::nanf("");
       Buf Q(*k, cache), out(*k, B * n * C);
       k->fill(out.get(), 7.0f, B * n * C);
-      k->attention_forward_rows(out.get(), Q.get(), B, T, NH, HD, q0, n);
+      k->attention_forward_rows(out.get(), Q.get(), B, T, NH, NH, HD, q0, n);
       VecD want(size_t(B * n * C));
       for (int64_t b = 0; b < B; ++b)
         for (int64_t e = 0; e < n * C; ++e) want[b * n * C + e] = whole.out[(b * T + q0) * C + e];
@@ -212,7 +212,7 @@ TEST_P(AttentionTest, RowRangesMatchTheWholeForwardAndNeverReadLaterRows) {
     VecF stepwise(size_t(B * T * C));  // decoding: one row at a time
     Buf Q(*k, qkv), row(*k, B * C);
     for (int64_t t = 0; t < T; ++t) {
-      k->attention_forward_rows(row.get(), Q.get(), B, T, NH, HD, t, 1);
+      k->attention_forward_rows(row.get(), Q.get(), B, T, NH, NH, HD, t, 1);
       const VecF r = row.host();
       for (int64_t b = 0; b < B; ++b) std::copy_n(&r[b * C], C, &stepwise[(b * T + t) * C]);
     }
@@ -223,8 +223,8 @@ TEST_P(AttentionTest, RowRangesMatchTheWholeForwardAndNeverReadLaterRows) {
 TEST_P(AttentionTest, RowRangesOutsideTheSequenceAreRefused) {
   const int64_t B = 1, T = 4, NH = 1, HD = 4;
   Buf Q(*k, random_vec(B * T * 3 * HD, 99)), out(*k, B * T * HD);
-  EXPECT_THROW(k->attention_forward_rows(out.get(), Q.get(), B, T, NH, HD, 3, 2), Error);
-  EXPECT_THROW(k->attention_forward_rows(out.get(), Q.get(), B, T, NH, HD, -1, 1), Error);
+  EXPECT_THROW(k->attention_forward_rows(out.get(), Q.get(), B, T, NH, NH, HD, 3, 2), Error);
+  EXPECT_THROW(k->attention_forward_rows(out.get(), Q.get(), B, T, NH, NH, HD, -1, 1), Error);
 }
 
 TRIDENT_INSTANTIATE_KERNEL_SUITE(AttentionTest);

@@ -1,6 +1,6 @@
 // Every op of the Kernels interface on the CUDA backend against the Kokkos backend, with the same
 // random inputs at GPT-2-like shapes (N = 2 x 64 rows, C 768 or 128, vocabulary 50304 padded from
-// 50257, T up to 256 in attention): each output and every gradient within 1e-5 in relative L2 norm,
+// 50257, T up to 256 in attention; grouped-query attention, RMSNorm, RoPE and SwiGLU too): each output and every gradient within 1e-5 in relative L2 norm,
 // ||cuda - kokkos||_2 / ||kokkos||_2; and every CUDA op run twice gives bit-identical results.
 // Why 1e-5: both backends compute in fp32 and sum the same terms in different orders (cuBLAS vs
 // OpenBLAS blocking, flash tiles of different sizes, block vs chunk partials), so results differ by a
@@ -126,7 +126,7 @@ TEST_F(CrossBackendTest, LayerNorm) {
   expect_backends_agree([&](Kernels& k) -> Outputs {
     Buf x(k, random_vec(N * C, 10, -2.0f, 2.0f)), w(k, random_vec(C, 11, 0.5f, 1.5f)), b(k, random_vec(C, 12));
     Buf out(k, N * C), mean(k, N), rstd(k, N), dout(k, random_vec(N * C, 13));
-    k.layernorm_forward(out.get(), mean.get(), rstd.get(), x.get(), w.get(), b.get(), N, C);
+    k.layernorm_forward(out.get(), mean.get(), rstd.get(), x.get(), w.get(), b.get(), N, C, 1e-5f);
     Buf dx(k, N * C), dw(k, C), db(k, C);
     k.layernorm_backward(dx.get(), dw.get(), db.get(), dout.get(), x.get(), w.get(), mean.get(), rstd.get(), N, C);
     return {{"out", out.host()}, {"mean", mean.host()}, {"rstd", rstd.host()},
@@ -152,18 +152,57 @@ TEST_F(CrossBackendTest, Matmul) {
 }
 
 TEST_F(CrossBackendTest, Attention) {
-  // GPT-2 head size; T 64 (the step's), T 256 (several CPU tiles, several GPU tiles); NH 12 at T 64.
-  for (const auto& [Bs, Ts, NH] : {std::tuple<int64_t, int64_t, int64_t>{2, 64, 12}, {1, 256, 4}, {2, 129, 2}}) {
-    SCOPED_TRACE("B " + std::to_string(Bs) + " T " + std::to_string(Ts) + " NH " + std::to_string(NH));
-    const int64_t HD = 64, Cs = NH * HD;
-    expect_backends_agree([&, Bs = Bs, Ts = Ts, NH = NH](Kernels& k) -> Outputs {
-      Buf qkv(k, random_vec(Bs * Ts * 3 * Cs, 30, -2.0f, 2.0f)), out(k, Bs * Ts * Cs), lse(k, Bs * NH * Ts);
-      k.attention_forward(out.get(), lse.get(), qkv.get(), Bs, Ts, NH, HD);
-      Buf dout(k, random_vec(Bs * Ts * Cs, 31)), dqkv(k, Bs * Ts * 3 * Cs);
-      k.attention_backward(dqkv.get(), dout.get(), qkv.get(), out.get(), lse.get(), Bs, Ts, NH, HD);
-      return {{"out", out.host()}, {"lse", lse.host()}, {"dqkv", dqkv.host()}};
+  // GPT-2 head size; T 64 (the step's), T 256 (several CPU tiles, several GPU tiles); NH 12 at T 64;
+  // grouped-query (KVH < NH: the dk/dv of a key/value head sum its group's query heads) and multi-query.
+  for (const auto& [Bs, Ts, NH, KVH] :
+       {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 64, 12, 12}, {1, 256, 4, 4}, {2, 129, 2, 2}, {2, 64, 12, 3},
+        {1, 256, 4, 1}, {2, 129, 6, 2}}) {
+    SCOPED_TRACE("B " + std::to_string(Bs) + " T " + std::to_string(Ts) + " NH " + std::to_string(NH) + " KVH " +
+                 std::to_string(KVH));
+    const int64_t HD = 64, Cs = NH * HD, RS = (NH + 2 * KVH) * HD;
+    expect_backends_agree([&, Bs = Bs, Ts = Ts, NH = NH, KVH = KVH](Kernels& k) -> Outputs {
+      Buf qkv(k, random_vec(Bs * Ts * RS, 30, -2.0f, 2.0f)), out(k, Bs * Ts * Cs), lse(k, Bs * NH * Ts);
+      k.attention_forward(out.get(), lse.get(), qkv.get(), Bs, Ts, NH, KVH, HD);
+      Buf rows(k, Bs * 5 * Cs);
+      k.attention_forward_rows(rows.get(), qkv.get(), Bs, Ts, NH, KVH, HD, Ts - 5, 5);
+      Buf dout(k, random_vec(Bs * Ts * Cs, 31)), dqkv(k, Bs * Ts * RS);
+      k.attention_backward(dqkv.get(), dout.get(), qkv.get(), out.get(), lse.get(), Bs, Ts, NH, KVH, HD);
+      return {{"out", out.host()}, {"lse", lse.host()}, {"rows", rows.host()}, {"dqkv", dqkv.host()}};
     });
   }
+}
+
+TEST_F(CrossBackendTest, RmsNorm) {
+  expect_backends_agree([&](Kernels& k) -> Outputs {
+    Buf x(k, random_vec(N * C, 14, -2.0f, 2.0f)), w(k, random_vec(C, 15, 0.5f, 1.5f));
+    Buf out(k, N * C), rstd(k, N), dout(k, random_vec(N * C, 16));
+    k.rmsnorm_forward(out.get(), rstd.get(), x.get(), w.get(), N, C, 1e-6f);
+    Buf dx(k, N * C), dw(k, C);
+    k.rmsnorm_backward(dx.get(), dw.get(), dout.get(), x.get(), w.get(), rstd.get(), N, C);
+    return {{"out", out.host()}, {"rstd", rstd.host()}, {"dinp", dx.host()}, {"dweight", dw.host()}};
+  });
+}
+
+TEST_F(CrossBackendTest, RopeOnARowRange) {
+  // Llama's head size 128, grouped-query heads, rows [5, 5 + 50) of T 64 (the rest untouched).
+  const int64_t NH = 8, KVH = 2, HD = 128, RS = (NH + 2 * KVH) * HD;
+  const std::vector<float> table = rope_table(500000.0, HD, T);
+  expect_backends_agree([&](Kernels& k) -> Outputs {
+    Buf tab(k, table), qkv(k, random_vec(N * RS, 17)), g(k, random_vec(N * RS, 18));
+    k.rope_forward(qkv.get(), tab.get(), B, T, NH, KVH, HD, 5, 50);
+    k.rope_backward(g.get(), tab.get(), B, T, NH, KVH, HD, 5, 50);
+    return {{"rotated qkv", qkv.host()}, {"rotated gradient", g.host()}};
+  });
+}
+
+TEST_F(CrossBackendTest, SwiGlu) {
+  expect_backends_agree([&](Kernels& k) -> Outputs {
+    Buf x(k, random_vec(N * 2 * F, 42, -5.0f, 5.0f)), out(k, N * F), dout(k, random_vec(N * F, 43));
+    Buf dx(k, N * 2 * F);
+    k.swiglu_forward(out.get(), x.get(), N, F);
+    k.swiglu_backward(dx.get(), x.get(), dout.get(), N, F);
+    return {{"out", out.host()}, {"dinp", dx.host()}};
+  });
 }
 
 TEST_F(CrossBackendTest, Gelu) {

@@ -132,8 +132,8 @@ TEST_P(LayersTest, AllGemmsDispatchToBlas) {
   k->matmul_backward(dX.get(), dW.get(), dB.get(), out.get(), X.get(), W.get(), N, IC, OC);
   const int64_t B = 2, T = 5, NH = 3, HD = 4, C = NH * HD;
   Buf qkv(*k, random_vec(B * T * 3 * C, 43)), y(*k, B * T * C), lse(*k, B * NH * T), dqkv(*k, B * T * 3 * C);
-  k->attention_forward(y.get(), lse.get(), qkv.get(), B, T, NH, HD);
-  k->attention_backward(dqkv.get(), y.get(), qkv.get(), y.get(), lse.get(), B, T, NH, HD);
+  k->attention_forward(y.get(), lse.get(), qkv.get(), B, T, NH, NH, HD);
+  k->attention_backward(dqkv.get(), y.get(), qkv.get(), y.get(), lse.get(), B, T, NH, NH, HD);
   k->fence();
   Kokkos::Tools::Experimental::set_push_region_callback(nullptr);
   g_regions = nullptr;
@@ -160,7 +160,7 @@ TEST_P(LayersTest, LayerNormForwardMatchesReference) {
   LayerNormCase c;
   const int64_t N = c.N, C = c.C;
   Buf X(*k, c.x), W(*k, c.w), Bb(*k, c.b), out(*k, N * C), mean(*k, N), rstd(*k, N);
-  k->layernorm_forward(out.get(), mean.get(), rstd.get(), X.get(), W.get(), Bb.get(), N, C);
+  k->layernorm_forward(out.get(), mean.get(), rstd.get(), X.get(), W.get(), Bb.get(), N, C, 1e-5f);
   VecD m, rs;
   const VecD ref = ref_layernorm(to_double(c.x), to_double(c.w), to_double(c.b), N, C, &m, &rs);
   // Statistics in double, outputs rounded to float once or twice: a few ulp.
@@ -177,7 +177,7 @@ TEST_P(LayersTest, LayerNormLargeOffsetStaysAccurate) {
   for (auto& v : x) v += 1000.0f;
   const VecF w = random_vec(C, 55, 0.5f, 1.5f), b = random_vec(C, 56);
   Buf X(*k, x), W(*k, w), Bb(*k, b), out(*k, N * C), mean(*k, N), rstd(*k, N);
-  k->layernorm_forward(out.get(), mean.get(), rstd.get(), X.get(), W.get(), Bb.get(), N, C);
+  k->layernorm_forward(out.get(), mean.get(), rstd.get(), X.get(), W.get(), Bb.get(), N, C, 1e-5f);
   VecD m, rs;
   const VecD ref = ref_layernorm(to_double(x), to_double(w), to_double(b), N, C, &m, &rs);
   EXPECT_TRUE(close(out.host(), ref, 1e-5, 1e-5));
@@ -193,7 +193,7 @@ TEST_P(LayersTest, LayerNormBackwardMatchesFiniteDifferences) {
   const VecD fb = fd_gradient([&](const VecD& v) { return dot(ref_layernorm(xd, wd, v, N, C), c.R); }, bd);
 
   Buf X(*k, c.x), W(*k, c.w), Bb(*k, c.b), out(*k, N * C), mean(*k, N), rstd(*k, N), dout(*k, c.R);
-  k->layernorm_forward(out.get(), mean.get(), rstd.get(), X.get(), W.get(), Bb.get(), N, C);
+  k->layernorm_forward(out.get(), mean.get(), rstd.get(), X.get(), W.get(), Bb.get(), N, C, 1e-5f);
   Buf dX(*k, N * C), dW(*k, C), dB(*k, C);
   k->layernorm_backward(dX.get(), dW.get(), dB.get(), dout.get(), X.get(), W.get(), mean.get(), rstd.get(), N, C);
   // Double internals; float inputs/outputs and the saved float mean/rstd (rel. 6e-8): error ~1e-6.
@@ -208,7 +208,7 @@ TEST_P(LayersTest, LayerNormBackwardMatchesFiniteDifferences) {
   EXPECT_TRUE(same_bits(dW.host(), to_float(scaled(gw, 2.0))));
   EXPECT_TRUE(same_bits(dB.host(), to_float(scaled(gb, 2.0))));
   Buf dX2(*k, N * C), dW2(*k, C), dB2(*k, C), out2(*k, N * C);
-  k->layernorm_forward(out2.get(), mean.get(), rstd.get(), X.get(), W.get(), Bb.get(), N, C);
+  k->layernorm_forward(out2.get(), mean.get(), rstd.get(), X.get(), W.get(), Bb.get(), N, C, 1e-5f);
   EXPECT_TRUE(same_bits(out2.host(), out.host()));
   k->layernorm_backward(dX2.get(), dW2.get(), dB2.get(), dout.get(), X.get(), W.get(), mean.get(), rstd.get(), N, C);
   EXPECT_TRUE(same_bits(dX2.host(), gx));

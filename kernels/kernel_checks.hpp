@@ -1,0 +1,28 @@
+#pragma once
+// Preconditions of the Kernels interface that every backend checks the same way, with the same
+// message (trident::Error): the head counts of grouped-query attention and RoPE's row range.
+#include <cstdint>
+
+#include "core/error.hpp"
+#include "kernels.hpp"
+
+namespace trident {
+
+// NH query heads share KVH key/value heads in groups of NH / KVH: KVH must divide NH.
+inline void check_attention_heads(const char* op, int64_t NH, int64_t KVH) {
+  TRIDENT_CHECK(NH >= 1 && KVH >= 1 && NH % KVH == 0,
+                "{}: {} query heads cannot share {} key/value heads (the key/value heads must divide the query "
+                "heads: NH a positive multiple of KVH)",
+                op, NH, KVH);
+}
+
+// RoPE rotates pairs (i, i + HD/2): HD even; rows [t_begin, t_begin + t_count) within the T rows.
+inline void check_rope(const char* op, int64_t T, int64_t NH, int64_t KVH, int64_t HD, int64_t t_begin,
+                       int64_t t_count) {
+  check_attention_heads(op, NH, KVH);
+  TRIDENT_CHECK(HD >= 2 && HD % 2 == 0, "{}: head size {} is odd (RoPE rotates pairs of dimensions)", op, HD);
+  TRIDENT_CHECK(attention_rows_valid(T, t_begin, t_count), "{}: rows [{}, {}) outside [0, {})", op, t_begin,
+                t_begin + t_count, T);
+}
+
+}  // namespace trident
