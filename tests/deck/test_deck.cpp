@@ -336,7 +336,8 @@ std::vector<KeyRow> key_rows() {
       {"model", "hidden", "integer", "768", "768", "an integer in [1, 2147483647]", "1", "0", "", "", {"model.heads=1"}},
       {"model", "heads", "integer", "12", "12", "an integer in [1, 2147483647]", "1", "0", "", "", {}},
       // kv_heads must divide heads: its upper bound breaks that rule, so only the lower one is checked.
-      {"model", "kv_heads", "integer", "heads", "12", "an integer in [1, 2147483647]", "1", "0", "", "", {}},
+      {"model", "kv_heads", "integer", "heads", "12", "an integer in [1, 2147483647]", "1", "0", "", "",
+       {"model.architecture=llama"}},
       {"model", "ffn_hidden", "integer", "4*hidden (gelu); 8*hidden/3 rounded up to a multiple of 256 (swiglu)", "3072",
        "an integer in [1, 2147483647]", "1", "0", kBig, kBigBad, {}},
       {"model", "architecture", "string", "\"gpt2\"", "\"gpt2\"", "one of \"gpt2\", \"llama\"", "", "", "", "", {}},
@@ -1177,6 +1178,71 @@ TEST(DeckCli, DeckReferenceMatchesReadme) {
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.out, read_text(kSourceDir + "/input/README.md"));
   fs::remove_all(dir);
+}
+
+
+// model.architecture = "llama" sets the components the deck leaves out; a key the deck gives wins.
+TEST(DeckArchitecture, LlamaPresetAndExplicitKeys) {
+  const Config l = parse("[model]\narchitecture = \"llama\"\nhidden = 4096\nheads = 32\n");
+  EXPECT_EQ(l.model.norm, Norm::RmsNorm);
+  EXPECT_EQ(l.model.positions, Positions::Rope);
+  EXPECT_EQ(l.model.mlp, Mlp::SwiGlu);
+  EXPECT_FALSE(l.model.bias);
+  EXPECT_FALSE(l.model.tie_embeddings);
+  EXPECT_EQ(l.model.kv_heads, 32);
+  EXPECT_EQ(l.model.ffn_hidden, 11008);  // Llama 2 7B's: 8*4096/3 rounded up to a multiple of 256
+  const Config mixed = parse(
+      "[model]\narchitecture = \"llama\"\nnorm = \"layernorm\"\nbias = true\npositions = \"learned\"\n"
+      "mlp = \"gelu\"\ntie_embeddings = true\nkv_heads = 4\n");
+  EXPECT_EQ(mixed.model.norm, Norm::LayerNorm);
+  EXPECT_EQ(mixed.model.positions, Positions::Learned);
+  EXPECT_EQ(mixed.model.mlp, Mlp::Gelu);
+  EXPECT_TRUE(mixed.model.bias);
+  EXPECT_TRUE(mixed.model.tie_embeddings);
+  EXPECT_EQ(mixed.model.kv_heads, 4);
+  EXPECT_EQ(mixed.model.ffn_hidden, 4 * 768);
+  // GPT-2 decks are unchanged: the same resolved components as before the keys existed.
+  const Config g = parse("");
+  EXPECT_EQ(g.model.architecture, Architecture::Gpt2);
+  EXPECT_EQ(g.model.norm, Norm::LayerNorm);
+  EXPECT_EQ(g.model.positions, Positions::Learned);
+  EXPECT_EQ(g.model.mlp, Mlp::Gelu);
+  EXPECT_TRUE(g.model.bias);
+  EXPECT_EQ(g.model.kv_heads, g.model.heads);
+}
+
+TEST(DeckArchitecture, RulesNameTheLine) {
+  EXPECT_EQ(deck_error("[model]\nnorm = \"rmsnorm\"\n"),
+            "deck.toml:2:8: [model] norm = \"rmsnorm\" needs [model] architecture = \"llama\" (GPT-2's Hugging Face "
+            "tensors, of [model] architecture = \"gpt2\", hold GPT-2's components only)");
+  EXPECT_THAT(deck_error("[model]\nkv_heads = 4\n"), HasSubstr("deck.toml:2:12: [model] kv_heads = 4 needs [model] "
+                                                               "architecture = \"llama\""));
+  EXPECT_THAT(deck_error("[model]\npositions = \"rope\"\n"), HasSubstr("deck.toml:2:13: [model] positions"));
+  EXPECT_THAT(deck_error("[model]\narchitecture = \"llama\"\nkv_heads = 5\n"),
+              HasSubstr("deck.toml:3:12: [model] kv_heads = 5 does not divide heads = 12"));
+  EXPECT_THAT(deck_error("[model]\narchitecture = \"llama\"\nkv_heads = 4\n[mesh]\ntp = 3\n"),
+              HasSubstr("kv_heads = 4 and [mesh] tp = 3: one must divide the other"));
+  EXPECT_THAT(deck_error("[model]\narchitecture = \"llama\"\nhidden = 36\nheads = 4\n"),
+              HasSubstr("the head size hidden/heads = 9 must be even"));
+  EXPECT_THAT(deck_error("[model]\narchitecture = \"llama\"\nnorm = \"layernorm\"\n"),
+              HasSubstr("a LayerNorm without its bias is not supported"));
+  EXPECT_THAT(deck_error("[model]\narchitecture = \"gpt3\"\n"), HasSubstr("allowed: one of \"gpt2\", \"llama\""));
+  // tp 4 over 2 key/value heads (each on two ranks) and tp 2 over 8 are both fine.
+  EXPECT_EQ(deck_error("[model]\narchitecture = \"llama\"\nkv_heads = 2\n[mesh]\ntp = 4\n"), "<no error>");
+  EXPECT_EQ(deck_error("[model]\narchitecture = \"llama\"\nkv_heads = 2\n[mesh]\ntp = 2\n"), "<no error>");
+}
+
+// Parameter counts of published models (their model cards): Llama 3 8B 8,030,261,248 and TinyLlama 1.1B
+// 1,100,048,384, from the decks in input/.
+TEST(DeckExamples, LlamaShapesHaveTheirPublishedParameterCounts) {
+  const Config l3 = load_deck(kSourceDir + "/input/llama3-8b.toml", {}, DeckOptions{8});
+  EXPECT_EQ(parameter_count(l3.model), 8030261248);
+  EXPECT_EQ(l3.model.kv_heads, 8);
+  const Config tl = load_deck(kSourceDir + "/input/tinyllama-1.1b.toml", {}, DeckOptions{8});
+  EXPECT_EQ(parameter_count(tl.model), 1100048384);
+  const Config tiny = load_deck(kSourceDir + "/input/llama-tiny.toml", {}, DeckOptions{1});
+  EXPECT_EQ(tiny.model.architecture, Architecture::Llama);
+  EXPECT_EQ(tiny.model.kv_heads, 2);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Training on the CUDA backend against the Kokkos (CPU) backend, fp32:
 //   * one forward + backward of the whole model: loss within 1e-5 relative, every parameter's
-//     gradient within 1e-4 (relative L2 per tensor), tied and untied, at a GPT-2 head size (HD 64);
+//     gradient within 1e-4 (relative L2 per tensor), tied and untied, at a GPT-2 head size (HD 64), and
+//     Llama-shaped (RMSNorm, RoPE, SwiGLU, grouped- and multi-query attention, no biases);
 //   * recompute none / selective / full are bit-identical on the GPU too (deterministic kernels);
 //   * whole training steps (Trainer: accumulation, clipping, AdamW): per-step losses within 1e-5
 //     relative and gradient norms within 1e-4 of the CPU run; two GPU runs are bit-identical;
@@ -101,14 +102,32 @@ class GpuTraining : public ::testing::Test {
   std::unique_ptr<ComputeBackend> cpu_, gpu_;
 };
 
+// A Llama-shaped variant of small_model: RMSNorm, RoPE, SwiGLU, kv_heads key/value heads, no biases.
+ModelConfig llama(ModelConfig m, int64_t kv_heads) {
+  m.architecture = Architecture::Llama;
+  m.norm = Norm::RmsNorm;
+  m.norm_eps = 1e-4;
+  m.positions = Positions::Rope;
+  m.rope_theta = 500.0;
+  m.mlp = Mlp::SwiGlu;
+  m.ffn_hidden = 96;
+  m.bias = false;
+  m.kv_heads = kv_heads;
+  return m;
+}
+
 TEST_F(GpuTraining, ForwardBackwardMatchesCpu) {
   struct Case {
     bool tied;
     int64_t hidden, heads;
+    int64_t llama_kv_heads = 0;  // > 0: the Llama-shaped model with this many key/value heads
   };
-  for (const Case c : {Case{true, 64, 4}, Case{false, 64, 4}, Case{true, 128, 2}}) {
-    SCOPED_TRACE(fmt::format("tied {} hidden {} heads {}", c.tied, c.hidden, c.heads));
-    const GptShapes s = GptShapes::from(small_model(c.tied, c.hidden, c.heads));
+  for (const Case c : {Case{true, 64, 4}, Case{false, 64, 4}, Case{true, 128, 2}, Case{false, 64, 4, 2},
+                       Case{false, 128, 4, 1}}) {
+    SCOPED_TRACE(fmt::format("tied {} hidden {} heads {} llama kv heads {}", c.tied, c.hidden, c.heads,
+                             c.llama_kv_heads));
+    const ModelConfig m = small_model(c.tied, c.hidden, c.heads);
+    const GptShapes s = GptShapes::from(c.llama_kv_heads > 0 ? llama(m, c.llama_kv_heads) : m);
     const ParameterLayout layout(s);
     const auto params = random_params(layout, 21);
     const int64_t B = 3;

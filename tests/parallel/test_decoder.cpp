@@ -29,14 +29,20 @@ namespace {
 
 constexpr int64_t kVocab = 1009, kPrompt = 5;
 
-Config decoder_deck(int tp) {
-  return small_deck(kVocab, {fmt::format("mesh.tp={}", tp), "mesh.dp=1", "train.micro_batch=2", "train.global_batch=2",
-                             "model.vocab_pad_to=8"});
+// A Llama-shaped model: RoPE on the cached keys, one key/value head (replicated over a TP group), SwiGLU.
+const std::vector<std::string> kLlama = {"model.architecture=llama", "model.kv_heads=1", "model.ffn_hidden=96",
+                                         "model.rope_theta=300"};
+
+Config decoder_deck(int tp, std::vector<std::string> model = {}) {
+  model.insert(model.end(), {fmt::format("mesh.tp={}", tp), "mesh.dp=1", "train.micro_batch=2",
+                             "train.global_batch=2", "model.vocab_pad_to=8"});
+  return small_deck(kVocab, model);
 }
 
 // The seeded model of decoder_deck on a TP group of the whole world.
 struct ModelOnTheWorld {
-  ModelOnTheWorld() : cfg(decoder_deck(world_size())), mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait) {
+  explicit ModelOnTheWorld(const std::vector<std::string>& model = {})
+      : cfg(decoder_deck(world_size(), model)), mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait) {
     connect(mesh, cfg);
     trainer = std::make_unique<Trainer>(cfg, test_kernels(), &mesh);
   }
@@ -72,8 +78,8 @@ std::vector<float> decode_positions(Decoder& d, const std::vector<int32_t>& toke
   return out;
 }
 
-TEST(Decoder, CacheGivesTheTrainingForwardsLoss) {
-  ModelOnTheWorld held;
+void check_cache_gives_training_loss(const std::vector<std::string>& model_keys) {
+  ModelOnTheWorld held(model_keys);
   GptModel& model = held.model();
   const int64_t B = held.cfg.train.micro_batch, T = held.cfg.model.seq_len;
   const std::vector<int32_t> tokens = random_tokens(B * T + 1, kVocab, 21);
@@ -109,7 +115,7 @@ TEST(Decoder, CacheGivesTheTrainingForwardsLoss) {
   EXPECT_NEAR(got_scored, want_scored, 1e-5 * want_scored);
 
   if (world_size() == 1) return;
-  const Config serial_cfg = decoder_deck(1);
+  const Config serial_cfg = decoder_deck(1, model_keys);
   Trainer serial(serial_cfg, test_kernels());
   GptModel& whole = serial.model();
   Decoder serial_decoder(whole.shapes(), whole.layout(), whole.params(), test_kernels(), nullptr, B, T);
@@ -118,6 +124,9 @@ TEST(Decoder, CacheGivesTheTrainingForwardsLoss) {
   for (size_t i = 0; i < logits.size(); ++i) worst = std::max(worst, double(std::abs(logits[i] - want_logits[i])));
   EXPECT_LE(worst, 1e-5) << "tp " << world_size() << " against the serial decoder";
 }
+
+TEST(Decoder, CacheGivesTheTrainingForwardsLoss) { check_cache_gives_training_loss({}); }
+TEST(Decoder, CacheGivesTheTrainingForwardsLossLlama) { check_cache_gives_training_loss(kLlama); }
 
 TEST(Decoder, RefusesWhatItCannotHold) {
   ModelOnTheWorld held;

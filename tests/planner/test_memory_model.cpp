@@ -1,8 +1,11 @@
 // Memory model against published worked examples and hand-computed values. Expected figures come from
 // the papers / the seeds or from arithmetic written out here, never from the program's own output.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "core/error.hpp"
+#include "model/parameters.hpp"
+#include "model/shapes.hpp"
 #include "planner/memory_model.hpp"
 #include "planner/search.hpp"
 #include "planner_test_util.hpp"
@@ -272,6 +275,39 @@ TEST(MemoryModel, PlacementAndOversubscription) {
   ClusterSpec small = cluster_preset("a100-80g");
   small.nodes = 1;
   EXPECT_THROW(place(small, Layout{8, 2, 1}, "tp-dp-pp"), Error);
+}
+
+
+// The planner's parameters per rank of a Llama-shaped model (grouped-query K/V, SwiGLU's three matrices,
+// RMSNorm without bias, no position table) against the tensors a rank's ParameterLayout really holds,
+// Llama 3 8B's shape (vocabulary unpadded: 128256 is a multiple of every tp here): split kv heads
+// (tp 1, 2, 8) and kv heads replicated on 2 ranks (tp 16); with biases too.
+TEST(MemoryModel, LlamaParametersPerRankAreTheLayoutsTensors) {
+  for (const bool bias : {false, true}) {
+    ModelConfig m;
+    m.architecture = Architecture::Llama;
+    m.vocab_size = 128256;
+    m.seq_len = 8192;
+    m.layers = 32;
+    m.hidden = 4096;
+    m.heads = 32;
+    m.kv_heads = 8;
+    m.ffn_hidden = 14336;
+    m.norm = Norm::RmsNorm;
+    m.positions = Positions::Rope;
+    m.mlp = Mlp::SwiGlu;
+    m.bias = bias;
+    m.tie_embeddings = false;
+    for (const int tp : {1, 2, 8, 16}) {
+      SCOPED_TRACE(fmt::format("bias {} tp {}", bias, tp));
+      Layout l;
+      l.tp = tp;
+      const double planned = stage_params_per_rank(m, l, 0, m.layers);
+      const ParameterLayout rank0(GptShapes::from(m, tp), 0, tp);
+      // Row-parallel biases are replicated but counted once per rank by both.
+      EXPECT_DOUBLE_EQ(planned, double(rank0.total()));
+    }
+  }
 }
 
 }  // namespace

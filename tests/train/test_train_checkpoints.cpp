@@ -9,6 +9,7 @@
 //                 of a pipelined run; collective MPI-IO writes at 8 ranks == independent ones.
 //   TrainReshard: written at (tp, pp, dp) = (2, 2, 2), resumed at (1,1,1), (4,1,2), (1,4,2), (2,1,4)
 //                 and with virtual stages: the losses continue within 1e-5 of the uninterrupted run.
+//   TrainLlama:   a Llama-shaped model with its key/value head replicated over TP: bitwise resume, reshard.
 //   TrainZero:    the same with ZeRO: zero = 1 and zero = 3 bitwise, zero 0 -> 1 -> 2 -> 1 -> 0 and
 //                 2 -> 0, 2x2x2 zero 1 -> 1x1x4 zero 3 -> back, and zero 3 -> serial.
 //
@@ -475,6 +476,24 @@ TEST(TrainZero, ReshardZero1To3AndBackAndZero3ToSerial) {
   EXPECT_THAT(back.out, HasSubstr("written with tp 1 pp 1 dp 4 zero 3 virtual_stages 1 on 4 ranks"));
   const TrainRun serial = train(1, interrupted_dir({z3.checkpoint(5)}), mesh(1, 1, 1), 1);
   expect_close_losses(serial, ref, 6);
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// A Llama-shaped model (RMSNorm, RoPE, SwiGLU, one key/value head): at tp 2 its k_proj and v_proj are
+// replicated on both ranks and written once. Resumed bitwise at tp 2, resharded to serial and to tp 4
+// (the key/value head replicated on four ranks) within the reshard tolerance.
+TEST(TrainLlama, ReplicatedKeyValueHeadsResumeBitwiseAndReshard) {
+  const std::vector<std::string> llama = {"model.architecture=llama", "model.kv_heads=1", "model.ffn_hidden=64"};
+  const auto sets = mesh(2, 1, 1, llama);
+  const TrainRun& ref = reference(2, sets);
+  ASSERT_EQ(ref.rc, 0) << ref.out;
+  expect_bitwise_resume(ref, 2, sets);
+  for (const int tp : {1, 4}) {
+    SCOPED_TRACE(fmt::format("resumed at tp {}", tp));
+    const TrainRun resumed = train(tp, interrupted_dir({ref.checkpoint(2)}), mesh(tp, 1, 1, llama));
+    expect_close_losses(resumed, ref, 3);
+  }
 }
 
 }  // namespace
