@@ -304,7 +304,7 @@ std::vector<KeySpec> build() {
                    "empty, or the path of a safetensors file, an index json or a model directory",
                    "Initial weights from a safetensors file with Hugging Face names and layout of model.architecture "
                    "(fp32; GPT-2's, or Llama's: a single file or a directory whose model.safetensors.index.json "
-                   "names the shards)."));
+                   "names the shards). A config.json beside the weights must describe the deck's model (checked at start-up)."));
   k.push_back(integer("model", "vocab_pad_to", &Config::model, &ModelConfig::vocab_pad_to, 1, 1 << 20,
                       "The stored vocabulary is padded to a multiple of lcm(vocab_pad_to, mesh.tp); padded "
                       "logits never enter the softmax and padding never reaches checkpoints or exports."));

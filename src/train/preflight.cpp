@@ -7,6 +7,7 @@
 #include "backend.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
+#include "model/hf_config.hpp"
 #include "safetensors/safetensors_set.hpp"
 #include "train/metrics.hpp"
 #include "train/training_data.hpp"
@@ -27,6 +28,7 @@ void check_checkpoint_and_model_paths(const Config& cfg) {
   if (!cfg.model.init_from.empty()) {
     try {
       const SafetensorsSet weights(cfg.model.init_from);
+      check_hf_config(cfg.model, cfg.model.init_from);
     } catch (const Error& e) {
       throw Error(fmt::format("[model] init_from = \"{}\": {}", cfg.model.init_from, e.what()));
     }

@@ -11,6 +11,7 @@
 //     training forward but the kernels);
 //   * 5 AdamW steps: per-step losses;
 //   * greedy decoding through the KV cache (RoPE applied to the cached keys at their positions);
+//   * model.init_from's config.json must describe the deck's model (rope_theta, kv heads, eps, ...);
 //   * the export: save_hf_safetensors, read back by Python, equals the input bit for bit; weights
 //     split into shards with an index json load as the single file does; and `ckpt export` of a trained
 //     checkpoint, whose config.json Python reads, gives Python the loss trident computes.
@@ -18,6 +19,7 @@
 // gradient tensor within 1e-5 relative, norm-wise (float32 sums over 128 positions; measured ~1e-6);
 // the 5-step losses within 1e-5 relative. Measured errors are printed ("[llama-reference] ...").
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -35,6 +37,7 @@
 #include "generate/decoder.hpp"
 #include "kernels.hpp"
 #include "model/gpt.hpp"
+#include "model/hf_config.hpp"
 #include "model/parameters.hpp"
 #include "model/shapes.hpp"
 #include "safetensors/safetensors.hpp"
@@ -399,6 +402,39 @@ TEST_F(LlamaReference, CkptExportIsReadByTheReference) {
   const double ref_loss = ref.at("loss").get<double>();
   EXPECT_LE(std::abs(loss - ref_loss) / ref_loss, kLossTol) << loss << " vs reference " << ref_loss;
   std::printf("[llama-reference] exported model: loss %.8f, reference %.8f\n", loss, ref_loss);
+}
+
+
+// model.init_from's config.json against the deck: the matching deck passes; a different rope_theta,
+// kv_heads or norm_eps, a rope_scaling, or a GPT-2 deck are refused naming the key and both values.
+TEST_F(LlamaReference, InitFromConfigMustDescribeTheDecksModel) {
+  const Spec s = kGqa;
+  const std::string dir = path("hf_dir");
+  fs::create_directories(dir);
+  fs::copy_file(weights(s), dir + "/model.safetensors", fs::copy_options::overwrite_existing);
+  std::ifstream in(config(s));
+  json config = json::parse(in);
+  test::write_file(dir + "/config.json", config.dump(1));
+  const auto refusal = [&](const std::vector<std::string>& sets) -> std::string {
+    const Config cfg = parse_deck(model_deck(s, "none", dir), "llama.toml", sets);
+    try {
+      check_hf_config(cfg.model, cfg.model.init_from);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "<accepted>";
+  };
+  EXPECT_EQ(refusal({}), "<accepted>");
+  EXPECT_EQ(hf_config_path(dir + "/model.safetensors"), dir + "/config.json");
+  EXPECT_THAT(refusal({"model.rope_theta=10000"}), testing::HasSubstr("rope_theta = 5000, but [model] rope_theta = 10000"));
+  EXPECT_THAT(refusal({"model.kv_heads=3"}), testing::HasSubstr("num_key_value_heads = 2, but [model] kv_heads = 3"));
+  EXPECT_THAT(refusal({"model.norm_eps=1e-5"}), testing::HasSubstr("rms_norm_eps = 0.0001, but [model] norm_eps = 1e-05"));
+  EXPECT_THAT(refusal({"model.architecture=gpt2", "model.norm=layernorm", "model.positions=learned", "model.mlp=gelu",
+                       "model.bias=true", "model.kv_heads=6"}),
+              testing::HasSubstr("model_type \"llama\", but [model] architecture = \"gpt2\""));
+  config["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+  test::write_file(dir + "/config.json", config.dump(1));
+  EXPECT_THAT(refusal({}), testing::HasSubstr("scaled rotary embeddings are not supported"));
 }
 
 }  // namespace
