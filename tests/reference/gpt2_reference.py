@@ -360,24 +360,21 @@ def learning_rate(step, a):
     return a.min_lr + 0.5 * (a.lr - a.min_lr) * (1.0 + math.cos(math.pi * progress))
 
 
-def cmd_train(a):
-    # float64 by default: the expected losses are then (nearly) exact, and the tolerance of the test
-    # bounds trident's own float32 error instead of the sum of two float32 errors that could cancel or
-    # add. The model is small, so double costs nothing here. --dtype float32 is there to measure how
-    # far an fp32 PyTorch run drifts from the float64 one (the scale the tolerance is set against).
-    dtype = torch.float64 if a.dtype == "float64" else torch.float32
-    P, d = load_params(a.weights, dtype, a.heads)
+def train_model(P, T, forward_fn, a):
+    """N AdamW steps of the parameters P (name -> tensor with grad) of a model of T positions whose
+    forward_fn(P, idx, targets) is the sum of the cross-entropy over a batch; writes what cmd_train
+    prints. Shared with llama_reference.py (the model is the only difference)."""
     tokens = read_llmc(a.data)
     if a.global_batch % a.micro_batch:
         raise SystemExit("global_batch must be a multiple of micro_batch")
-    # Weight decay on tensors of 2 or more dimensions (embeddings, matrices), not on biases / LN.
+    # Weight decay on tensors of 2 or more dimensions (embeddings, matrices), not on biases / norms.
     decay = [p for p in P.values() if p.dim() >= 2]
     no_decay = [p for p in P.values() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps, foreach=False)
     params = list(P.values())
-    positions = a.global_batch * d.T
+    positions = a.global_batch * T
     history = []
     for step in range(1, a.steps + 1):
         lr = learning_rate(step, a)
@@ -386,8 +383,8 @@ def cmd_train(a):
         opt.zero_grad(set_to_none=True)
         loss_sum = 0.0
         for mb in range(a.global_batch // a.micro_batch):
-            x, y = batch(tokens, step - 1, mb * a.micro_batch, a.micro_batch, d.T, a.global_batch)
-            s = forward(P, d, x, y)
+            x, y = batch(tokens, step - 1, mb * a.micro_batch, a.micro_batch, T, a.global_batch)
+            s = forward_fn(P, x, y)
             (s / positions).backward()  # gradients accumulate over micro-batches
             loss_sum += float(s.item())
         if a.grad_clip > 0:
@@ -405,6 +402,36 @@ def cmd_train(a):
         with open(a.json, "w") as f:
             json.dump(result, f, indent=1)
     print(json.dumps(result))
+
+
+def add_train_arguments(t):
+    """The data, schedule and optimizer arguments of `train` (shared with llama_reference.py)."""
+    t.add_argument("--data", required=True)
+    t.add_argument("--steps", type=int, required=True)
+    t.add_argument("--global-batch", type=int, required=True)
+    t.add_argument("--micro-batch", type=int, required=True)
+    t.add_argument("--lr", type=float, required=True)
+    t.add_argument("--min-lr", type=float, default=0.0)
+    t.add_argument("--warmup", type=int, default=0)
+    t.add_argument("--schedule", choices=["constant", "cosine", "linear"], default="cosine")
+    t.add_argument("--weight-decay", type=float, default=0.1)
+    t.add_argument("--beta1", type=float, default=0.9)
+    t.add_argument("--beta2", type=float, default=0.95)
+    t.add_argument("--eps", type=float, default=1e-8)
+    t.add_argument("--grad-clip", type=float, default=1.0)
+    t.add_argument("--dtype", choices=["float64", "float32"], default="float64")
+    t.add_argument("--out-weights")
+    t.add_argument("--json")
+
+
+def cmd_train(a):
+    # float64 by default: the expected losses are then (nearly) exact, and the tolerance of the test
+    # bounds trident's own float32 error instead of the sum of two float32 errors that could cancel or
+    # add. The model is small, so double costs nothing here. --dtype float32 is there to measure how
+    # far an fp32 PyTorch run drifts from the float64 one (the scale the tolerance is set against).
+    dtype = torch.float64 if a.dtype == "float64" else torch.float32
+    P, d = load_params(a.weights, dtype, a.heads)
+    train_model(P, d.T, lambda P, x, y: forward(P, d, x, y), a)
 
 
 def cmd_compare(a):
@@ -528,23 +555,8 @@ def main():
 
     t = sub.add_parser("train")
     t.add_argument("--weights", required=True)
-    t.add_argument("--data", required=True)
     t.add_argument("--heads", type=int, required=True)
-    t.add_argument("--steps", type=int, required=True)
-    t.add_argument("--global-batch", type=int, required=True)
-    t.add_argument("--micro-batch", type=int, required=True)
-    t.add_argument("--lr", type=float, required=True)
-    t.add_argument("--min-lr", type=float, default=0.0)
-    t.add_argument("--warmup", type=int, default=0)
-    t.add_argument("--schedule", choices=["constant", "cosine", "linear"], default="cosine")
-    t.add_argument("--weight-decay", type=float, default=0.1)
-    t.add_argument("--beta1", type=float, default=0.9)
-    t.add_argument("--beta2", type=float, default=0.95)
-    t.add_argument("--eps", type=float, default=1e-8)
-    t.add_argument("--grad-clip", type=float, default=1.0)
-    t.add_argument("--dtype", choices=["float64", "float32"], default="float64")
-    t.add_argument("--out-weights")
-    t.add_argument("--json")
+    add_train_arguments(t)
 
     e = sub.add_parser("evaluate")
     e.add_argument("--weights", required=True)

@@ -477,44 +477,7 @@ def cmd_train(a):
     dtype = torch.float64 if a.dtype == "float64" else torch.float32
     P, d = load_params(a, dtype)
     need_seq(d)
-    tokens = g.read_llmc(a.data)
-    if a.global_batch % a.micro_batch:
-        raise SystemExit("global_batch must be a multiple of micro_batch")
-    # Weight decay on tensors of 2 or more dimensions (embeddings, matrices), not on biases / RMSNorm weights.
-    decay = [p for p in P.values() if p.dim() >= 2]
-    no_decay = [p for p in P.values() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps, foreach=False)
-    params = list(P.values())
-    positions = a.global_batch * d.T
-    history = []
-    for step in range(1, a.steps + 1):
-        lr = g.learning_rate(step, a)
-        for group in opt.param_groups:
-            group["lr"] = lr
-        opt.zero_grad(set_to_none=True)
-        loss_sum = 0.0
-        for mb in range(a.global_batch // a.micro_batch):
-            x, y = g.batch(tokens, step - 1, mb * a.micro_batch, a.micro_batch, d.T, a.global_batch)
-            s = forward(P, d, x, y)
-            (s / positions).backward()  # gradients accumulate over micro-batches
-            loss_sum += float(s.item())
-        if a.grad_clip > 0:
-            norm = float(torch.nn.utils.clip_grad_norm_(params, a.grad_clip))
-        else:
-            norm = math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in params))
-        opt.step()
-        history.append({"step": step, "lr": lr, "loss": loss_sum / positions, "grad_norm": norm,
-                        "clipped": bool(a.grad_clip > 0 and norm > a.grad_clip)})
-    result = {"dtype": a.dtype, "steps": history}
-    if a.out_weights:
-        g.write_safetensors(a.out_weights, {k: p.detach().numpy() for k, p in P.items()}, "F64")
-        result["weights"] = a.out_weights
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(result, f, indent=1)
-    print(json.dumps(result))
+    g.train_model(P, d.T, lambda P, x, y: forward(P, d, x, y), a)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -802,22 +765,7 @@ def main():
 
     t = sub.add_parser("train")
     model_args(t)
-    t.add_argument("--data", required=True)
-    t.add_argument("--steps", type=int, required=True)
-    t.add_argument("--global-batch", type=int, required=True)
-    t.add_argument("--micro-batch", type=int, required=True)
-    t.add_argument("--lr", type=float, required=True)
-    t.add_argument("--min-lr", type=float, default=0.0)
-    t.add_argument("--warmup", type=int, default=0)
-    t.add_argument("--schedule", choices=["constant", "cosine", "linear"], default="cosine")
-    t.add_argument("--weight-decay", type=float, default=0.1)
-    t.add_argument("--beta1", type=float, default=0.9)
-    t.add_argument("--beta2", type=float, default=0.95)
-    t.add_argument("--eps", type=float, default=1e-8)
-    t.add_argument("--grad-clip", type=float, default=1.0)
-    t.add_argument("--dtype", choices=["float64", "float32"], default="float64")
-    t.add_argument("--out-weights")
-    t.add_argument("--json")
+    g.add_train_arguments(t)
 
     lg = sub.add_parser("logits")
     model_args(lg)

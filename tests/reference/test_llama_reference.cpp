@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "common/test_support.hpp"
+#include "reference/reference_script.hpp"
 #include "data/dataset.hpp"
 #include "deck/deck.hpp"
 #include "generate/decoder.hpp"
@@ -49,19 +50,11 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-const std::string kPython = std::getenv("TRIDENT_REFERENCE_PYTHON") ? std::getenv("TRIDENT_REFERENCE_PYTHON")
-                                                                     : "/usr/bin/python3";
 const std::string kScript = TRIDENT_LLAMA_REFERENCE_SCRIPT;
 
 constexpr double kLossTol = 1e-5;
 constexpr double kGradTol = 1e-5;
 constexpr double kLogitTol = 1e-5;
-
-std::string quoted(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
 
 struct Spec {
   std::string name;
@@ -101,15 +94,7 @@ class LlamaReference : public testing::Test {
 
   static std::string path(const std::string& name) { return dir_ + "/" + name; }
 
-  static json python(const std::string& args) {
-    std::string out;
-    const std::string cmd = quoted(kPython) + " " + quoted(kScript) + " " + args;
-    const int rc = test::run_command(cmd, &out);
-    if (rc != 0) throw std::runtime_error(fmt::format("`{}` failed ({}):\n{}", cmd, rc, out));
-    const auto end = out.find_last_not_of("\n ");
-    const auto begin = out.rfind('\n', end);
-    return json::parse(out.substr(begin == std::string::npos ? 0 : begin + 1, end - begin));
-  }
+  static json python(const std::string& args) { return test::run_reference_script(kScript, args); }
 
   static std::string weights(const Spec& s) {
     const std::string p = path(key(s) + ".safetensors");

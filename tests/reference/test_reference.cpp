@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "common/test_support.hpp"
+#include "reference/reference_script.hpp"
 #include "data/dataset.hpp"
 #include "generate/decoder.hpp"
 #include "deck/deck.hpp"
@@ -47,16 +48,7 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-// Debian's interpreter, where python3-torch installs torch (TRIDENT_REFERENCE_PYTHON overrides it).
-const std::string kPython = std::getenv("TRIDENT_REFERENCE_PYTHON") ? std::getenv("TRIDENT_REFERENCE_PYTHON")
-                                                                     : "/usr/bin/python3";
 const std::string kScript = TRIDENT_REFERENCE_SCRIPT;
-
-std::string quoted(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
 
 constexpr double kLossTol = 1e-5;       // relative, one batch
 constexpr double kGradTol = 1e-4;       // relative, norm-wise per tensor
@@ -83,8 +75,8 @@ class Reference : public testing::Test {
     missing_ = test::missing_python_modules({"torch", "numpy"});
     if (!missing_.empty()) return;
     std::string out;
-    test::run_command(quoted(kPython) + " -c 'import torch; print(torch.__version__)'", &out);
-    std::printf("[reference] %s with torch %s", kPython.c_str(), out.c_str());
+    test::run_command(test::shell_quoted(test::reference_python()) + " -c 'import torch; print(torch.__version__)'", &out);
+    std::printf("[reference] %s with torch %s", test::reference_python().c_str(), out.c_str());
     dir_ = test::make_temp_dir("trident-reference");
     kernels_ = make_kokkos_kernels().release();
   }
@@ -106,16 +98,8 @@ class Reference : public testing::Test {
   static std::string path(const std::string& name) { return dir_ + "/" + name; }
 
   // Runs the reference script; returns the JSON summary it prints last. Fails the test otherwise.
-  static json python(const std::string& args) {
-    std::string out;
-    const std::string cmd = quoted(kPython) + " " + quoted(kScript) + " " + args;
-    const int rc = test::run_command(cmd, &out);
-    if (rc != 0) throw std::runtime_error(fmt::format("`{}` failed ({}):\n{}", cmd, rc, out));
-    auto end = out.find_last_not_of("\n ");
-    auto begin = out.rfind('\n', end);
-    const std::string last = out.substr(begin == std::string::npos ? 0 : begin + 1, end - begin);
-    return json::parse(last);
-  }
+  // Runs the reference script; returns the JSON summary it prints last. Fails the test otherwise.
+  static json python(const std::string& args) { return test::run_reference_script(kScript, args); }
 
   static std::string weights(const Spec& s) {
     const std::string p = path(weights_key(s) + ".safetensors");
