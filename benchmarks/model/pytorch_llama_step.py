@@ -38,11 +38,13 @@ import math
 import os
 import statistics
 import sys
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pytorch_step import time_training_steps  # noqa: E402  (the same timed step as the GPT-2 comparison)
 
 
 class RMSNorm(nn.Module):
@@ -185,36 +187,7 @@ def main():
     L, C, NH, KVH, FF, V = args.layers, args.hidden, args.heads, args.kv_heads, args.ffn_hidden, args.vocab
     model = Llama(V, T, L, C, NH, KVH, FF, args.rope_theta, args.norm_eps, args.gqa)
     params = sum(p.numel() for p in model.parameters())
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=6e-4, betas=(0.9, 0.95), eps=1e-8, foreach=args.foreach)
-
-    data = torch.tensor(list(open(args.data, "rb").read()), dtype=torch.long)
-    window = B * T + 1
-
-    def batch(step):
-        start = (step * B * T) % (data.numel() - window)
-        chunk = data[start:start + window]
-        return chunk[:-1].view(B, T), chunk[1:].view(B, T)
-
-    def step_fn(step):
-        x, y = batch(step)
-        opt.zero_grad()
-        loss = model(x, y)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        return loss.item()
-
-    for s in range(args.warmup):
-        step_fn(s)
-    times, cpu_times, losses = [], [], []
-    for s in range(args.warmup, args.warmup + args.steps):
-        t0, c0 = time.perf_counter(), time.process_time()
-        losses.append(step_fn(s))
-        cpu_times.append((time.process_time() - c0) * 1e3)
-        times.append((time.perf_counter() - t0) * 1e3)
+    times, cpu_times, losses, step_fn = time_training_steps(model, args, B, T)
 
     # model/flops.hpp's convention: every GEMM, backward twice the forward; GQA's k/v projections
     # 2C(C + 2 KVH HD), SwiGLU's three matrices 6CF, attention 4TC, the LM head 2CV.

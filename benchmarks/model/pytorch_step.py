@@ -101,35 +101,17 @@ def openblas_core():
     return "unknown", -1
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=10, help="timed steps (after --warmup)")
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--layers", type=int, default=12)
-    ap.add_argument("--hidden", type=int, default=768)
-    ap.add_argument("--heads", type=int, default=12)
-    ap.add_argument("--vocab", type=int, default=50257)
-    ap.add_argument("--seq", type=int, default=64)
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--data", default="/usr/share/common-licenses/GPL-3")
-    ap.add_argument("--foreach", action="store_true", help="AdamW multi-tensor path instead of the plain loop")
-    ap.add_argument("--profile", action="store_true", help="print the top operators of one step (torch profiler)")
-    args = ap.parse_args()
-
-    env = os.environ.get("OPENBLAS_NUM_THREADS")
-    if env is not None and int(env) != args.threads:
-        print(f"warning: OPENBLAS_NUM_THREADS={env} but --threads {args.threads}", file=sys.stderr)
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(1234)
-    B, T = args.batch, args.seq
-    model = GPT(args.vocab, T, args.layers, args.hidden, args.heads)
-    params = sum(p.numel() for p in model.parameters())
+def time_training_steps(model, args, B, T):
+    """The timed step of trident's Trainer::train_step on `model` (its forward(x, y) returns the mean
+    loss): AdamW with decay on the 2-D tensors (betas 0.9/0.95; args.foreach), batches of B consecutive
+    T-byte windows of args.data, zero_grad + forward + backward + clip_grad_norm_(1.0) + step;
+    args.warmup untimed steps, then args.steps timed ones. Returns the wall ms, CPU ms and losses per step,
+    and the step function (for --profile).
+    Shared with pytorch_llama_step.py."""
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=6e-4, betas=(0.9, 0.95), eps=1e-8, foreach=args.foreach)
-
     data = torch.tensor(list(open(args.data, "rb").read()), dtype=torch.long)
     window = B * T + 1
 
@@ -155,6 +137,34 @@ def main():
         losses.append(step_fn(s))
         cpu_times.append((time.process_time() - c0) * 1e3)
         times.append((time.perf_counter() - t0) * 1e3)
+    return times, cpu_times, losses, step_fn
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=10, help="timed steps (after --warmup)")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--hidden", type=int, default=768)
+    ap.add_argument("--heads", type=int, default=12)
+    ap.add_argument("--vocab", type=int, default=50257)
+    ap.add_argument("--seq", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--data", default="/usr/share/common-licenses/GPL-3")
+    ap.add_argument("--foreach", action="store_true", help="AdamW multi-tensor path instead of the plain loop")
+    ap.add_argument("--profile", action="store_true", help="print the top operators of one step (torch profiler)")
+    args = ap.parse_args()
+
+    env = os.environ.get("OPENBLAS_NUM_THREADS")
+    if env is not None and int(env) != args.threads:
+        print(f"warning: OPENBLAS_NUM_THREADS={env} but --threads {args.threads}", file=sys.stderr)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(1234)
+    B, T = args.batch, args.seq
+    model = GPT(args.vocab, T, args.layers, args.hidden, args.heads)
+    params = sum(p.numel() for p in model.parameters())
+    times, cpu_times, losses, step_fn = time_training_steps(model, args, B, T)
 
     L, C = args.layers, args.hidden
     F = 4 * C  # model/flops.hpp convention: every GEMM, backward twice the forward

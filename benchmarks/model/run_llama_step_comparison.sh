@@ -47,19 +47,7 @@ if [[ ${TABLE_ONLY:-0} != 1 ]]; then
 "$python" -c 'import torch' 2>/dev/null || { echo "run_llama_step_comparison.sh: $python has no torch (apt-get install python3-torch)" >&2; exit 1; }
 mkdir -p "$out"
 
-load() { cut -d' ' -f1-3 /proc/loadavg; }
-run() {  # run LOGFILE CMD...: echo the command, run it, keep its output; on failure show it and stop
-  local log=$1
-  shift
-  echo "\$ $*"
-  local start=$SECONDS
-  if ! "$@" >"$log" 2>&1; then
-    cat "$log" >&2
-    echo "run_llama_step_comparison.sh: command failed (output above, also in $log)" >&2
-    exit 1
-  fi
-  echo "  ($((SECONDS - start)) s, load average now $(load))"
-}
+source "$here/run_logged.sh"  # load, run
 
 # Runs trident and records its process CPU time (all threads, /proc/PID/stat) each time a metrics line
 # appears (polled every 5 ms), so that the per-step CPU time can be compared with PyTorch's process CPU

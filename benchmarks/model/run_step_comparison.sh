@@ -33,19 +33,7 @@ out=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/trident-bench-step-XXXXXX")}
 "$python" -c 'import torch' 2>/dev/null || { echo "run_step_comparison.sh: $python has no torch (apt-get install python3-torch)" >&2; exit 1; }
 mkdir -p "$out"
 
-load() { cut -d' ' -f1-3 /proc/loadavg; }
-run() {  # run LOGFILE CMD...: echo the command, run it, keep its output; on failure show it and stop
-  local log=$1
-  shift
-  echo "\$ $*"
-  local start=$SECONDS
-  if ! "$@" >"$log" 2>&1; then
-    cat "$log" >&2
-    echo "run_step_comparison.sh: command failed (output above, also in $log)" >&2
-    exit 1
-  fi
-  echo "  ($((SECONDS - start)) s, load average now $(load))"
-}
+source "$here/run_logged.sh"  # load, run
 
 if [[ ${TABLE_ONLY:-0} != 1 ]]; then
 echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), $(nproc) cores, load average $(load)"

@@ -31,19 +31,7 @@ steps_set=()
 command -v "$mpiexec" >/dev/null || { echo "run_tp_comparison.sh: $mpiexec not found (apt-get install mpich)" >&2; exit 1; }
 mkdir -p "$out"
 
-load() { cut -d' ' -f1-3 /proc/loadavg; }
-run() {  # run LOGFILE CMD...
-  local log=$1
-  shift
-  echo "\$ $*"
-  local start=$SECONDS
-  if ! "$@" >"$log" 2>&1; then
-    cat "$log" >&2
-    echo "run_tp_comparison.sh: command failed (output above, also in $log)" >&2
-    exit 1
-  fi
-  echo "  ($((SECONDS - start)) s, load average now $(load))"
-}
+source "$here/run_logged.sh"  # load, run
 
 if [[ ${TABLE_ONLY:-0} != 1 ]]; then
 echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), $(nproc) cores, load average $(load)"
