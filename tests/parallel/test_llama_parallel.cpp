@@ -67,7 +67,8 @@ TEST(LlamaParallel, EveryLayoutOfThisRankCountMatchesSerial) {
     for (const auto& s : layout.sets)
       if (s.rfind("mesh.", 0) != 0) model_only.push_back(s);
     const Config cfg = small_deck(1009, all);
-    const RunResult& serial = serial_run(small_deck(1009, model_only), 5);
+    const Config serial_deck = small_deck(1009, model_only);
+    const RunResult& serial = serial_run(serial_deck, 5);
     ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
     connect(mesh, cfg);
     const RunResult par = run_steps(cfg, &mesh, 5);
