@@ -2,8 +2,9 @@
 // gpu-sim's cublasLt.h: the cuBLASLt matmul API (handle, matmul/layout/preference descriptors, the
 // heuristic, cublasLtMatmul) with CUDA 13's names and numeric values, executed on the CPU with OpenBLAS
 // (gpusim/src/cublaslt_*.cpp). Written for gpu-sim from the cuBLASLt documentation. Only what is
-// simulated is declared: fp32 (CUBLAS_COMPUTE_32F) and fp64 (CUBLAS_COMPUTE_64F) GEMMs on column-major
-// layouts, strided batches, and the epilogues DEFAULT, RELU, BIAS, RELU_BIAS, GELU, GELU_BIAS, GELU_AUX,
+// simulated is declared: fp32 (CUBLAS_COMPUTE_32F, and CUBLAS_COMPUTE_32F_FAST_16BF / _FAST_TF32, which
+// round A and B to bf16 / TF32 first) and fp64 (CUBLAS_COMPUTE_64F) GEMMs on column-major layouts,
+// strided batches, and the epilogues DEFAULT, RELU, BIAS, RELU_BIAS, GELU, GELU_BIAS, GELU_AUX,
 // GELU_AUX_BIAS, BGRADA and BGRADB. Anything else declared here but not simulated (another data or
 // compute type, a gradient epilogue) makes the call return CUBLAS_STATUS_NOT_SUPPORTED and print one
 // line to stderr; an attribute or call not declared here fails to compile.

@@ -3,17 +3,22 @@
 // First, as a GPU would, it faults (cudaErrorIllegalAddress, the device's sticky error) on any operand
 // the device cannot reach: every range it reads or writes must lie in cudaMalloc'd or page-locked host
 // memory. Then it fills the workspace it uses with a pattern (a workspace released too early and
-// reused is overwritten, as on a GPU), and computes with OpenBLAS: column-major sgemm (exact fp32, no
-// TF32) or dgemm, then the epilogue. Results match cuBLAS's only to rounding: both sum the k products
-// in a blocking order of their own.
+// reused is overwritten, as on a GPU), and computes with OpenBLAS: column-major sgemm (exact fp32) or
+// dgemm, then the epilogue. The fast compute types (CUBLAS_COMPUTE_32F_FAST_16BF, _FAST_TF32) first
+// copy A and B into host scratch rounded as the tensor cores would see them, then run the same sgemm
+// and epilogue on the copies: products of such operands are exact in fp32, and C, the bias and the
+// accumulation stay fp32, as on the GPU. Results match cuBLAS's only to rounding: both sum the k
+// products in a blocking order of their own.
 #include <cblas.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <gpusim/runtime.hpp>
 #include <string>
+#include <vector>
 
 #include "cublaslt_internal.hpp"
 
@@ -133,14 +138,65 @@ T* at(const void* base, int64_t offset) {
   return base ? static_cast<T*>(const_cast<void*>(base)) + offset : nullptr;
 }
 
+// Batch entry b's operands.
+template <class T>
+Operands<T> operands_of(const Job& job, int64_t b) {
+  const Problem& p = job.p;
+  // The descriptor holds the bias as const void*; the gradient epilogues write through it.
+  return Operands<T>{at<const T>(job.A, b * p.a.batch_stride), at<const T>(job.B, b * p.b.batch_stride),
+                     at<const T>(job.C, b * p.c.batch_stride), at<T>(job.D, b * p.d.batch_stride),
+                     at<T>(p.bias, b * p.bias_batch_stride),   at<T>(p.aux, b * p.aux_matrix.batch_stride)};
+}
+
 template <class T>
 void compute(const Job& job, T alpha, T beta) {
-  const Problem& p = job.p;
-  for (int64_t b = 0; b < p.batch; ++b) {
-    // The descriptor holds the bias as const void*; the gradient epilogues write through it.
-    Operands<T> o{at<const T>(job.A, b * p.a.batch_stride), at<const T>(job.B, b * p.b.batch_stride),
-                  at<const T>(job.C, b * p.c.batch_stride), at<T>(job.D, b * p.d.batch_stride),
-                  at<T>(p.bias, b * p.bias_batch_stride),   at<T>(p.aux, b * p.aux_matrix.batch_stride)};
+  for (int64_t b = 0; b < job.p.batch; ++b) compute_one(job.p, operands_of<T>(job, b), alpha, beta);
+}
+
+// x as the fast compute types hand it to the tensor cores: rounded to bf16 (8 significant bits: the
+// top 16 bits of the fp32 pattern) or TF32 (11 significant bits: the top 19), to nearest, ties to
+// even, and returned as the fp32 value of that pattern (low bits zero). Integer rounding of the
+// pattern is right for denormals too (bf16 and TF32 share fp32's exponent range) and carries a finite
+// value past the largest finite one into Inf, as RNE conversion does; Inf stays Inf. A NaN is quieted
+// instead (its payload could round into Inf, or wrap a 0x7fffxxxx pattern to -0).
+float round_input(float x, InputRounding rounding) {
+  if (rounding == InputRounding::None) return x;  // CUBLAS_COMPUTE_32F
+  const int dropped = rounding == InputRounding::BF16 ? 16 : 13;
+  const uint32_t dropped_mask = (uint32_t(1) << dropped) - 1;
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) {
+    bits = (bits | 0x00400000u) & ~dropped_mask;  // the quiet bit is kept by both formats
+  } else {
+    const uint32_t kept_lsb = (bits >> dropped) & 1;
+    bits = (bits + (dropped_mask >> 1) + kept_lsb) & ~dropped_mask;  // half - 1, plus 1 if odd: ties to even
+  }
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+}
+
+// The rows x cols that the GEMM reads of `m` at `src` (stored layout, ld m.ld), rounded, packed into
+// `dst` with ld = rows.
+void copy_rounded(const Matrix& m, const float* src, InputRounding rounding, std::vector<float>& dst) {
+  dst.resize(size_t(m.rows * m.cols));
+  for (int64_t j = 0; j < m.cols; ++j)
+    for (int64_t i = 0; i < m.rows; ++i) dst[size_t(i + j * m.rows)] = round_input(src[i + j * m.ld], rounding);
+}
+
+// The fast compute types: each batch entry's A and B rounded into scratch, then the fp32 path on the
+// copies (the bias gradient epilogues, too, sum the rounded operands: cuBLASLt does not document
+// which it sums). The transposes stay: the copies keep A's and B's stored layouts.
+void compute_rounded(const Job& job, float alpha, float beta) {
+  Problem p = job.p;
+  p.a.ld = p.a.rows;
+  p.b.ld = p.b.rows;
+  std::vector<float> a, b;
+  for (int64_t batch = 0; batch < p.batch; ++batch) {
+    Operands<float> o = operands_of<float>(job, batch);
+    copy_rounded(job.p.a, o.A, p.rounding, a);
+    copy_rounded(job.p.b, o.B, p.rounding, b);
+    o.A = a.data();
+    o.B = b.data();
     compute_one(p, o, alpha, beta);
   }
 }
@@ -160,6 +216,8 @@ void run(const Job& job) {
   if (job.workspace_bytes > 0) std::memset(job.workspace, kWorkspacePattern, job.workspace_bytes);
   if (p.scalar == Scalar::F64)
     compute<double>(job, alpha, beta);
+  else if (p.rounding != InputRounding::None)
+    compute_rounded(job, float(alpha), float(beta));
   else
     compute<float>(job, float(alpha), float(beta));
 }

@@ -59,6 +59,10 @@ std::string epilogue_name(uint32_t epilogue);
 
 enum class Scalar { F32, F64 };
 
+// What a fast compute type does to A and B before the fp32 GEMM (CUBLAS_COMPUTE_32F_FAST_16BF: bf16,
+// CUBLAS_COMPUTE_32F_FAST_TF32: TF32); C, the bias and the accumulation stay fp32.
+enum class InputRounding { None, BF16, TF32 };
+
 // alpha or beta as the scalar type says: float or double.
 double scalar_value(const void* p, Scalar s);
 
@@ -84,6 +88,7 @@ struct Epilogue {
 struct Problem {
   Scalar scalar = Scalar::F32;
   size_t element_bytes = 4;
+  InputRounding rounding = InputRounding::None;
   bool transa = false, transb = false;
   int64_t m = 0, n = 0, k = 0;
   int batch = 1;

@@ -129,14 +129,25 @@ cublasStatus_t matrix_of(const char* call, const std::string& name, const Layout
 bool is_compute_32f(int32_t t) { return t == CUBLAS_COMPUTE_32F || t == CUBLAS_COMPUTE_32F_PEDANTIC; }
 bool is_compute_64f(int32_t t) { return t == CUBLAS_COMPUTE_64F || t == CUBLAS_COMPUTE_64F_PEDANTIC; }
 
-// Exact fp32 (sgemm) and fp64 (dgemm), every operand of the one type.
+// The fp32 compute types: exact, or a fast one that rounds A and B first.
+bool fp32_compute(int32_t t, InputRounding& rounding) {
+  rounding = t == CUBLAS_COMPUTE_32F_FAST_16BF   ? InputRounding::BF16
+             : t == CUBLAS_COMPUTE_32F_FAST_TF32 ? InputRounding::TF32
+                                                 : InputRounding::None;
+  return is_compute_32f(t) || rounding != InputRounding::None;
+}
+
+// fp32 (sgemm, A and B rounded first for the fast compute types) and fp64 (dgemm), every operand and
+// the scale of the one type.
 cublasStatus_t scalar_of(const char* call, const Desc& desc, const Layout* const layouts[4], Problem& p) {
   const uint32_t type = layouts[0]->type;
   bool same = true;
   for (int i = 1; i < 4; ++i) same = same && layouts[i]->type == type;
-  if (same && is_compute_32f(desc.compute_type) && desc.scale_type == CUDA_R_32F && type == CUDA_R_32F) {
+  InputRounding rounding = InputRounding::None;
+  if (same && fp32_compute(desc.compute_type, rounding) && desc.scale_type == CUDA_R_32F && type == CUDA_R_32F) {
     p.scalar = Scalar::F32;
     p.element_bytes = sizeof(float);
+    p.rounding = rounding;
     return kOk;
   }
   if (same && is_compute_64f(desc.compute_type) && desc.scale_type == CUDA_R_64F && type == CUDA_R_64F) {
@@ -149,8 +160,9 @@ cublasStatus_t scalar_of(const char* call, const Desc& desc, const Layout* const
                   " and A/B/C/D types " + data_type_name(int32_t(layouts[0]->type)) + "/" +
                   data_type_name(int32_t(layouts[1]->type)) + "/" + data_type_name(int32_t(layouts[2]->type)) + "/" +
                   data_type_name(int32_t(layouts[3]->type)) +
-                  " is not simulated (gpu-sim runs CUBLAS_COMPUTE_32F on CUDA_R_32F and CUBLAS_COMPUTE_64F on "
-                  "CUDA_R_64F)");
+                  " is not simulated (gpu-sim runs CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_16BF and "
+                  "CUBLAS_COMPUTE_32F_FAST_TF32 on CUDA_R_32F with scale type CUDA_R_32F, and CUBLAS_COMPUTE_64F "
+                  "on CUDA_R_64F with scale type CUDA_R_64F)");
 }
 
 // For real data CUBLAS_OP_C is CUBLAS_OP_T.

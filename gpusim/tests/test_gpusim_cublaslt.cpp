@@ -1,10 +1,12 @@
 // gpu-sim's cuBLASLt against cuBLASLt's documented semantics: D = epilogue(alpha op(A) op(B) + beta C)
 // for every transpose combination on non-square shapes with padded leading dimensions, out of place
-// and in place, batched, fp32 and fp64; the epilogues; the heuristic's alignment and workspace
-// records and what cublasLtMatmul checks against them; the validation statuses; stream order; and the
-// device fault for an operand the GPU cannot reach. Expected values are naive loops in double; fp32
-// results must agree to 1e-5 * (k + 1) (operands in [-1, 1], so each term is at most 1 in magnitude),
-// fp64 to 1e-12 * (k + 1). Tests that fault a device use one of their own (a fault is sticky).
+// and in place, batched, fp32 and fp64; the fast compute types (A and B rounded to bf16 or TF32); the
+// epilogues; the heuristic's alignment and workspace records and what cublasLtMatmul checks against
+// them; the validation statuses; stream order; and the device fault for an operand the GPU cannot
+// reach. Expected values are naive loops in double; fp32 results must agree to 1e-5 * (k + 1) (operands
+// in [-1, 1], so each term is at most 1 in magnitude), fp64 to 1e-12 * (k + 1), the fast types to the
+// bound of fp32 accumulation stated at fast_bound. Tests that fault a device use one of their own (a
+// fault is sticky).
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -15,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <thread>
 #include <vector>
@@ -318,6 +321,199 @@ TEST_F(Lt, PageLockedHostOperandsAreDeviceAccessible) {
   EXPECT_EQ(cudaFreeHost(pinned_b), cudaSuccess);
 }
 
+// ---- the fast compute types: A and B rounded to bf16 or TF32, the rest fp32 ----
+
+struct FastType {
+  cublasComputeType_t compute;
+  int significant_bits;  // bf16: 8, TF32: 11
+};
+const FastType kFastTypes[] = {{CUBLAS_COMPUTE_32F_FAST_16BF, 8}, {CUBLAS_COMPUTE_32F_FAST_TF32, 11}};
+
+// The test's own rounding, in double arithmetic (not gpu-sim's bit-pattern formulation): x rounded to
+// `bits` significant bits within float's exponent range (below 2^-126 the spacing stays that of
+// [2^-126, 2^-125), as for denormals), to nearest, ties to even (nearbyint in the default rounding
+// mode); past the format's largest finite value, Inf. NaN, Inf and zero are returned as they are.
+float round_to_bits(float x, int bits) {
+  if (!std::isfinite(x) || x == 0) return x;
+  int exponent = 0;
+  std::frexp(x, &exponent);  // |x| = f * 2^exponent, f in [0.5, 1)
+  const double spacing = std::ldexp(1.0, std::max(exponent, -125) - bits);
+  const double rounded = std::nearbyint(double(x) / spacing) * spacing;
+  const double largest = std::ldexp(2.0 - std::ldexp(1.0, 1 - bits), 127);
+  return std::fabs(rounded) > largest ? std::copysign(INFINITY, x) : float(rounded);
+}
+
+std::vector<float> rounded(std::vector<float> v, int bits) {
+  for (float& x : v) x = round_to_bits(x, bits);
+  return v;
+}
+
+// The bound for a fast type's D against the exact value (in double) on the rounded operands. Products
+// of operands with at most 11 significant bits are exact in fp32, so only the GEMM's fp32 roundings
+// remain: at most k + 4 on any term (k - 1 sums, alpha, beta * C, adding the two, the bias), each at
+// most 2^-24 relative, so |error| <= (k + 4) 2^-24 (|alpha| sum_k |op(A) op(B)| + others) to first
+// order, `others` being |beta C| + |bias| of the element. The bound is twice that.
+double fast_bound(const Case& g, const std::vector<float>& A, const std::vector<float>& B, double alpha, double others,
+                  int b, int i, int j) {
+  double sum = 0;
+  for (int kk = 0; kk < g.k; ++kk) sum += std::fabs(op_a(g, A, b, i, kk) * op_b(g, B, b, kk, j));
+  return 2 * (g.k + 4) * std::ldexp(1.0, -24) * (std::fabs(alpha) * sum + others);
+}
+
+TEST_F(Lt, FastComputeTypesRoundAAndBButNotCOrTheBias) {
+  for (const FastType& t : kFastTypes)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        Case g;
+        g.ta = ta;
+        g.tb = tb;
+        g.m = 6;
+        g.n = 5;
+        g.k = 19;
+        g.batch = 2;
+        Operands<float> h(g);
+        const std::vector<float> bias = random_values<float>(size_t(g.m), 5);
+        Plan plan(g, CUDA_R_32F, t.compute);
+        ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(CUBLASLT_EPILOGUE_BIAS)), kOk);
+        ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(to_device(bias))), kOk);
+        const cublasLtMatmulAlgo_t algo = algo_for(plan);
+        const float* A = to_device(h.A);
+        const float* B = to_device(h.B);
+        float* D = to_device(h.D);
+        const double alpha = 1.25, beta = -0.75;
+        ASSERT_EQ(matmul(plan, float(alpha), A, B, float(beta), to_device(h.C), D, &algo), kOk);
+        const std::vector<float> got = to_host(D, g.size_d());
+        const std::vector<float> ra = rounded(h.A, t.significant_bits), rb = rounded(h.B, t.significant_bits);
+        for (int b = 0; b < g.batch; ++b)
+          for (int j = 0; j < g.n; ++j)
+            for (int i = 0; i < g.ldd(); ++i) {
+              const float d = got[size_t(b * g.stride_d() + i + j * g.ldd())];
+              if (i >= g.m) {
+                ASSERT_EQ(d, 7.0f) << "padding row " << i << " of column " << j << " was written";
+                continue;
+              }
+              const double c = h.C[size_t(b * g.stride_c() + i + j * g.ldc())], bias_i = bias[size_t(i)];
+              ASSERT_NEAR(d, reference(g, ra, rb, h.C, alpha, beta, b, i, j) + bias_i,
+                          fast_bound(g, ra, rb, alpha, std::fabs(beta * c) + std::fabs(bias_i), b, i, j))
+                  << "compute type " << t.compute << " batch " << b << " D(" << i << "," << j << ") ta=" << ta
+                  << " tb=" << tb;
+            }
+        EXPECT_EQ(to_host(A, g.size_a()), h.A) << "A is rounded into scratch, not in place";
+        EXPECT_EQ(to_host(B, g.size_b()), h.B) << "B is rounded into scratch, not in place";
+      }
+}
+
+// The rounding cannot silently be skipped: on random operands (low mantissa bits set) the fast types'
+// D differs from exact fp32's by far more than fast_bound.
+TEST_F(Lt, FastComputeTypesDifferFromExactFp32) {
+  Case g;
+  g.m = 8;
+  g.n = 8;
+  g.k = 32;
+  Operands<float> h(g);
+  const float* A = to_device(h.A);
+  const float* B = to_device(h.B);
+  auto product = [&](cublasComputeType_t compute) {
+    Plan plan(g, CUDA_R_32F, compute);
+    const cublasLtMatmulAlgo_t algo = algo_for(plan);
+    float* D = to_device(h.D);
+    EXPECT_EQ(matmul(plan, 1.0f, A, B, 0.0f, nullptr, D, &algo), kOk);
+    return to_host(D, g.size_d());
+  };
+  const std::vector<float> exact = product(CUBLAS_COMPUTE_32F);
+  for (const FastType& t : kFastTypes) {
+    const std::vector<float> fast = product(t.compute);
+    double difference = 0, bound = 0;
+    for (int j = 0; j < g.n; ++j)
+      for (int i = 0; i < g.m; ++i) {
+        const size_t at = size_t(i + j * g.ldd());
+        difference = std::max(difference, std::fabs(double(fast[at]) - double(exact[at])));
+        bound = std::max(bound, fast_bound(g, h.A, h.B, 1.0, 0.0, 0, i, j));
+      }
+    EXPECT_GT(difference, (t.significant_bits == 8 ? 100 : 10) * bound) << "compute type " << t.compute;
+  }
+}
+
+// Chosen values through a one-column GEMM (D = A * 1, exact): ties to even, just above and below a
+// tie, negative values, a carry into the exponent, Inf, NaN (a payload in the low bits must not round
+// into Inf, nor 0x7fffffff wrap to -0), the largest finite values, denormals. The expected patterns
+// were worked out by hand; the test's own round_to_bits must agree with them too.
+TEST_F(Lt, FastComputeTypesRoundEachOperandToNearestEven) {
+  constexpr uint32_t kAnyNaN = 0x7fc00000;
+  struct Value {
+    uint32_t in, bf16, tf32;
+  };
+  const Value values[] = {
+      {0x3f800000, 0x3f800000, 0x3f800000},  // 1
+      {0x3f808000, 0x3f800000, 0x3f808000},  // 1 + 2^-8: a bf16 tie, to the even 1
+      {0x3f818000, 0x3f820000, 0x3f818000},  // 1 + 3 * 2^-8: a bf16 tie, up to the even 1 + 2^-6
+      {0x3f808001, 0x3f810000, 0x3f808000},  // just above the bf16 tie: up
+      {0x3f807fff, 0x3f800000, 0x3f808000},  // just below it: down in bf16, up in TF32
+      {0x3f801000, 0x3f800000, 0x3f800000},  // 1 + 2^-11: a TF32 tie, to the even 1
+      {0x3f803000, 0x3f800000, 0x3f804000},  // 1 + 3 * 2^-11: a TF32 tie, up to the even 1 + 2^-9
+      {0x3f801001, 0x3f800000, 0x3f802000},  // just above the TF32 tie: up
+      {0xbf818000, 0xbf820000, 0xbf818000},  // negative ties and just above
+      {0xbf803000, 0xbf800000, 0xbf804000},
+      {0xbf808001, 0xbf810000, 0xbf808000},
+      {0x3fffffff, 0x40000000, 0x40000000},  // the carry reaches the exponent: 2
+      {0x7f800000, 0x7f800000, 0x7f800000},  // Inf
+      {0xff800000, 0xff800000, 0xff800000},  // -Inf
+      {0x7f7fffff, 0x7f800000, 0x7f800000},  // FLT_MAX rounds past both formats' largest: Inf
+      {0xff7fffff, 0xff800000, 0xff800000},
+      {0x7f7f8000, 0x7f800000, 0x7f7f8000},  // a bf16 tie above its largest finite value (odd): Inf
+      {0x7f7f7fff, 0x7f7f0000, 0x7f7f8000},  // just below it: bf16's largest finite value
+      {0x7f7fe000, 0x7f800000, 0x7f7fe000},  // TF32's largest finite value
+      {0x7f7ff000, 0x7f800000, 0x7f800000},  // a TF32 tie above it (odd): Inf
+      {0x00000000, 0x00000000, 0x00000000},
+      {0x00000001, 0x00000000, 0x00000000},  // the smallest denormal: to zero
+      {0x00008000, 0x00000000, 0x00008000},  // a bf16 tie between 0 and its smallest denormal
+      {0x00018000, 0x00020000, 0x00018000},  // a bf16 tie between denormals, up to the even one
+      {0x80018001, 0x80020000, 0x80018000},  // a negative denormal
+      {0x00003000, 0x00000000, 0x00004000},  // a TF32 tie between denormals
+      {0x007fffff, 0x00800000, 0x00800000},  // the largest denormal rounds up to the smallest normal
+      {0x7fc00000, kAnyNaN, kAnyNaN},        // quiet NaN
+      {0x7f800001, kAnyNaN, kAnyNaN},        // signaling NaN, payload in the low bits only
+      {0x7fffffff, kAnyNaN, kAnyNaN},
+      {0xff800001, kAnyNaN, kAnyNaN},
+  };
+  const auto from_bits = [](uint32_t bits) {
+    float x;
+    std::memcpy(&x, &bits, sizeof x);
+    return x;
+  };
+  const auto bits_of = [](float x) {
+    uint32_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    return bits;
+  };
+  Case g;
+  g.m = int(std::size(values));
+  g.n = 1;
+  g.k = 1;
+  std::vector<float> a(g.size_a(), 0.0f);
+  for (size_t i = 0; i < std::size(values); ++i) a[i] = from_bits(values[i].in);
+  const float* A = to_device(a);
+  const float* B = to_device(std::vector<float>(g.size_b(), 1.0f));
+  for (const FastType& t : kFastTypes) {
+    Plan plan(g, CUDA_R_32F, t.compute);
+    const cublasLtMatmulAlgo_t algo = algo_for(plan);
+    float* D = to_device(std::vector<float>(g.size_d(), 7.0f));
+    ASSERT_EQ(matmul(plan, 1.0f, A, B, 0.0f, nullptr, D, &algo), kOk);
+    const std::vector<float> got = to_host(D, g.size_d());
+    for (size_t i = 0; i < std::size(values); ++i) {
+      const uint32_t want = t.significant_bits == 8 ? values[i].bf16 : values[i].tf32;
+      const float mine = round_to_bits(from_bits(values[i].in), t.significant_bits);
+      if (want == kAnyNaN) {
+        EXPECT_TRUE(std::isnan(got[i])) << std::hex << values[i].in << " gave " << bits_of(got[i]);
+        EXPECT_TRUE(std::isnan(mine)) << std::hex << values[i].in;
+      } else {
+        EXPECT_EQ(bits_of(got[i]), want) << std::hex << values[i].in << " with " << t.significant_bits << " bits";
+        EXPECT_EQ(bits_of(mine), want) << std::hex << values[i].in << " by the test's rounding";
+      }
+    }
+  }
+}
+
 // ---- epilogues ----
 
 struct EpilogueCase {
@@ -598,13 +794,34 @@ TEST_F(Lt, OtherTypesAndComputeTypesAreNotSupported) {
     EXPECT_EQ(bf16.heuristic(handle, r, &count), CUBLAS_STATUS_NOT_SUPPORTED);
     EXPECT_EQ(count, 0);
   }
-  {
-    Plan fast_bf16(g, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_16BF);
-    EXPECT_EQ(fast_bf16.heuristic(handle, r), CUBLAS_STATUS_NOT_SUPPORTED);
+  // The fast types run on fp32 A/B/C/D with an fp32 scale, and only there.
+  for (cublasComputeType_t fast : {CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_COMPUTE_32F_FAST_TF32}) {
+    {
+      Plan fp32(g, CUDA_R_32F, fast);
+      EXPECT_EQ(fp32.heuristic(handle, r), kOk) << fast;
+    }
+    {
+      Plan bf16(g, CUDA_R_16BF, fast);
+      EXPECT_EQ(bf16.heuristic(handle, r), CUBLAS_STATUS_NOT_SUPPORTED) << fast;
+    }
+    {
+      Plan fp64(g, CUDA_R_64F, fast, CUDA_R_64F);
+      EXPECT_EQ(fp64.heuristic(handle, r), CUBLAS_STATUS_NOT_SUPPORTED) << fast;
+    }
+    {
+      Plan scale64(g, CUDA_R_32F, fast, CUDA_R_64F);
+      EXPECT_EQ(scale64.heuristic(handle, r), CUBLAS_STATUS_NOT_SUPPORTED) << fast;
+    }
+    {
+      Plan half_c(g, CUDA_R_32F, fast);
+      const uint32_t half = CUDA_R_16F;
+      ASSERT_EQ(cublasLtMatrixLayoutSetAttribute(half_c.c, CUBLASLT_MATRIX_LAYOUT_TYPE, &half, sizeof half), kOk);
+      EXPECT_EQ(half_c.heuristic(handle, r), CUBLAS_STATUS_NOT_SUPPORTED) << fast;
+    }
   }
   {
-    Plan tf32(g, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32);
-    EXPECT_EQ(tf32.heuristic(handle, r), CUBLAS_STATUS_NOT_SUPPORTED);
+    Plan fast_fp16(g, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_16F);
+    EXPECT_EQ(fast_fp16.heuristic(handle, r), CUBLAS_STATUS_NOT_SUPPORTED);
   }
   {
     Plan mixed(g);
