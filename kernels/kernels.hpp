@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "core/matmul_precision.hpp"
+
 namespace trident {
 
 class Kernels {
@@ -82,6 +84,8 @@ class Kernels {
                                 const float* weight, const float* rstd, int64_t N, int64_t C) = 0;
 
   // ---- matmul with bias: out[N,OC] = inp[N,IC] weight[OC,IC]^T + bias[OC] (bias may be null) ----
+  // The GEMMs' operand precision (core/matmul_precision.hpp; FP32 until set); the bias is added in fp32.
+  virtual void set_matmul_precision(MatmulPrecision precision) = 0;
   virtual void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
                               int64_t N, int64_t IC, int64_t OC) = 0;
   // dinp, dweight, dbias may each be null (not wanted).

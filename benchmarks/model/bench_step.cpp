@@ -168,6 +168,7 @@ class TimedKernels : public trident::Kernels {
                         int64_t N, int64_t C) override {
     T("rmsnorm_backward", [&] { k_.rmsnorm_backward(di, dw, d, i, w, r, N, C); });
   }
+  void set_matmul_precision(trident::MatmulPrecision p) override { k_.set_matmul_precision(p); }
   void matmul_forward(float* o, const float* i, const float* w, const float* b, int64_t N, int64_t IC,
                       int64_t OC) override {
     T(OC > 8 * IC ? "matmul_forward (lm_head)" : "matmul_forward (layers)",

@@ -144,6 +144,7 @@ class CudaKernels final : public Kernels {
   }
 
   // ---- matmul ----
+  void set_matmul_precision(MatmulPrecision precision) override { matmul_.set_precision(precision); }
   void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t IC,
                       int64_t OC) override {
     matmul_.forward(out, inp, weight, bias, N, IC, OC);

@@ -44,6 +44,22 @@ struct BiasTerms {
   __device__ void operator()(int64_t r, int64_t c, double* acc) const { acc[0] += double(dout[r * OC + c]); }
 };
 
+cublasComputeType_t compute_type(MatmulPrecision precision) {
+  switch (precision) {
+    case MatmulPrecision::TF32:
+      return CUBLAS_COMPUTE_32F_FAST_TF32;
+    case MatmulPrecision::BF16:
+      return CUBLAS_COMPUTE_32F_FAST_16BF;
+    case MatmulPrecision::FP32:
+      break;
+  }
+  return CUBLAS_COMPUTE_32F;
+}
+
+const char* precision_name(MatmulPrecision precision) {
+  return precision == MatmulPrecision::BF16 ? "bf16" : precision == MatmulPrecision::TF32 ? "tf32" : "fp32";
+}
+
 unsigned row_blocks(int64_t N) { return unsigned(std::min<int64_t>(N, int64_t(1) << 20)); }
 
 }  // namespace
@@ -89,11 +105,12 @@ Matmul::Plan& Matmul::plan(const Key& key, const float* bias) {
   const bool transa = key[0] != 0, transb = key[1] != 0;
   const int64_t m = key[2], n = key[3], k = key[4], lda = key[5], ldb = key[6], ldc = key[7];
   const bool has_bias = key[8] != 0;
+  const auto precision = MatmulPrecision(key[13]);
 
   Plan p;
   cublasLtMatmulPreference_t pref = nullptr;
   try {
-    TRIDENT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    TRIDENT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, compute_type(precision), CUDA_R_32F));
     const cublasOperation_t opa = transa ? CUBLAS_OP_T : CUBLAS_OP_N, opb = transb ? CUBLAS_OP_T : CUBLAS_OP_N;
     TRIDENT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     TRIDENT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
@@ -133,9 +150,10 @@ Matmul::Plan& Matmul::plan(const Key& key, const float* bias) {
     const cublasStatus_t st =
         cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &returned);
     TRIDENT_CHECK(st == CUBLAS_STATUS_SUCCESS && returned > 0,
-                  "cuBLASLt found no fp32 algorithm for the GEMM m={} n={} k={} (transa={}, transb={}, lda={}, "
+                  "cuBLASLt found no {} algorithm for the GEMM m={} n={} k={} (transa={}, transb={}, lda={}, "
                   "ldb={}, ldc={}, bias={}, alignments A/B/C {}/{}/{}): {}",
-                  m, n, k, transa, transb, lda, ldb, ldc, has_bias, align_a, align_b, align_c,
+                  precision_name(precision), m, n, k, transa, transb, lda, ldb, ldc, has_bias, align_a, align_b,
+                  align_c,
                   cublasGetStatusString(st));
     p.algo = result.algo;
     cublasLtMatmulPreferenceDestroy(pref);
@@ -153,7 +171,7 @@ Matmul::Plan& Matmul::plan(const Key& key, const float* bias) {
 void Matmul::gemm(bool transa, bool transb, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda,
                   const float* B, int64_t ldb, float* C, int64_t ldc, float beta, const float* bias) {
   const Key key{transa, transb, m, n, k, lda, ldb, ldc, bias != nullptr, alignment_of(A), alignment_of(B),
-                alignment_of(C), bias ? alignment_of(bias) : 0};
+                alignment_of(C), bias ? alignment_of(bias) : 0, int64_t(precision_)};
   Plan& p = plan(key, bias);
   if (bias) {  // the cached descriptor serves every bias of this alignment class
     TRIDENT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));

@@ -1,6 +1,8 @@
 #pragma once
-// Linear layer GEMMs through cuBLASLt, exact fp32 (CUBLAS_COMPUTE_32F: no TF32), on the backend's
-// stream, with one handle and one 32 MiB workspace owned by the object.
+// Linear layer GEMMs through cuBLASLt on fp32 matrices, on the backend's stream, with one handle and one
+// 32 MiB workspace owned by the object. The compute type follows the MatmulPrecision (kernels.hpp):
+// exact fp32 (CUBLAS_COMPUTE_32F), or the operands rounded to TF32 / bfloat16 on tensor cores
+// (CUBLAS_COMPUTE_32F_FAST_TF32 / _FAST_16BF) with fp32 accumulation and output.
 //
 // Row-major [R, K] is column-major [K, R]; with that, for y = x W^T + b (W is [OC, IC]):
 //   forward  out^T[OC,N]  = W^T-stored[IC,OC]^T * inp^T[IC,N]      (transa = T), bias epilogue
@@ -17,6 +19,8 @@
 #include <cstdint>
 #include <map>
 
+#include "kernels.hpp"
+
 namespace trident::cuda {
 
 class DeviceAllocator;
@@ -32,6 +36,7 @@ class Matmul {
                int64_t OC);
   void backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
                 int64_t N, int64_t IC, int64_t OC);
+  void set_precision(MatmulPrecision precision) { precision_ = precision; }
 
  private:
   struct Plan {
@@ -39,8 +44,8 @@ class Matmul {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
-  // (transa, transb, m, n, k, lda, ldb, ldc, bias?, align A, align B, align C, align bias)
-  using Key = std::array<int64_t, 13>;
+  // (transa, transb, m, n, k, lda, ldb, ldc, bias?, align A, align B, align C, align bias, precision)
+  using Key = std::array<int64_t, 14>;
 
   // Column-major C[m,n] = op(A) op(B) + beta C (+ bias[m] per row when bias != nullptr).
   void gemm(bool transa, bool transb, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B,
@@ -52,6 +57,7 @@ class Matmul {
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   std::map<Key, Plan> plans_;
+  MatmulPrecision precision_ = MatmulPrecision::FP32;
 };
 
 }  // namespace trident::cuda

@@ -143,16 +143,28 @@ class KokkosKernels final : public Kernels {
   }
 
   // ---- matmul ----
+  // Below fp32, each GEMM reads rounded copies of its operands (kk::round_operand) from the workspace;
+  // the bias and its gradient use the unrounded values.
+  void set_matmul_precision(MatmulPrecision precision) override { matmul_precision_ = precision; }
   void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N,
                       int64_t IC, int64_t OC) override {
-    kk::matmul_forward(space_, kk::mat<ES>(out, N, OC), kk::cmat<ES>(inp, N, IC), kk::cmat<ES>(weight, OC, IC),
+    const int dropped = kk::dropped_mantissa_bits(matmul_precision_);
+    float* ws = dropped ? float_workspace(N * IC + OC * IC).data() : nullptr;
+    kk::matmul_forward(space_, kk::mat<ES>(out, N, OC), kk::cmat<ES>(operand(inp, N * IC, ws, dropped), N, IC),
+                       kk::cmat<ES>(operand(weight, OC * IC, ws + (ws ? N * IC : 0), dropped), OC, IC),
                        kk::cvec<ES>(bias, bias ? OC : 0));
   }
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                        const float* weight, int64_t N, int64_t IC, int64_t OC) override {
-    kk::matmul_backward(space_, kk::mat<ES>(dinp, dinp ? N : 0, IC), kk::mat<ES>(dweight, dweight ? OC : 0, IC),
-                        kk::vec<ES>(dbias, dbias ? OC : 0), kk::cmat<ES>(dout, N, OC), kk::cmat<ES>(inp, N, IC),
-                        kk::cmat<ES>(weight, OC, IC));
+    if (dbias) matmul_backward_unrounded(nullptr, nullptr, dbias, dout, inp, weight, N, IC, OC);
+    const int dropped = kk::dropped_mantissa_bits(matmul_precision_);
+    if (!dropped) return matmul_backward_unrounded(dinp, dweight, nullptr, dout, inp, weight, N, IC, OC);
+    // The workspace: dout's copy, then weight's (for dinp), then inp's (for dweight).
+    float* ws = float_workspace(N * OC + (dinp ? OC * IC : 0) + (dweight ? N * IC : 0)).data();
+    const float* r_dout = operand(dout, N * OC, ws, dropped);
+    const float* r_weight = dinp ? operand(weight, OC * IC, ws + N * OC, dropped) : weight;
+    const float* r_inp = dweight ? operand(inp, N * IC, ws + N * OC + (dinp ? OC * IC : 0), dropped) : inp;
+    matmul_backward_unrounded(dinp, dweight, nullptr, r_dout, r_inp, r_weight, N, IC, OC);
   }
 
   // ---- attention ----
@@ -260,6 +272,19 @@ class KokkosKernels final : public Kernels {
     return p;
   }
 
+  void matmul_backward_unrounded(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                                 const float* weight, int64_t N, int64_t IC, int64_t OC) {
+    kk::matmul_backward(space_, kk::mat<ES>(dinp, dinp ? N : 0, IC), kk::mat<ES>(dweight, dweight ? OC : 0, IC),
+                        kk::vec<ES>(dbias, dbias ? OC : 0), kk::cmat<ES>(dout, N, OC), kk::cmat<ES>(inp, N, IC),
+                        kk::cmat<ES>(weight, OC, IC));
+  }
+  // x itself (dropped == 0), or its n elements rounded into copy.
+  const float* operand(const float* x, int64_t n, float* copy, int dropped) {
+    if (!dropped) return x;
+    kk::round_operand(space_, kk::vec<ES>(copy, n), kk::cvec<ES>(x, n), dropped);
+    return copy;
+  }
+
   kk::Vec<ES> float_workspace(int64_t n) {
     if (int64_t(ws_.extent(0)) < n) {
       ws_ = Kokkos::View<float*, MemSpace>();  // free the old one first
@@ -279,6 +304,7 @@ class KokkosKernels final : public Kernels {
   ES space_{};
   std::unordered_map<void*, int64_t> sizes_;  // bytes of each live allocation, for the account
   int64_t allocated_ = 0, peak_allocated_ = 0;
+  MatmulPrecision matmul_precision_ = MatmulPrecision::FP32;
   Kokkos::View<float*, MemSpace> ws_;
   Kokkos::View<double*, MemSpace> ws_double_;
 };

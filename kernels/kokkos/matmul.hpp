@@ -5,8 +5,11 @@
 // compile time any operand that would silently fall back to the native (5x slower) kernel.
 #include <KokkosBlas3_gemm.hpp>
 
+#include <cstdint>
+#include <cstring>
 #include <type_traits>
 
+#include "core/matmul_precision.hpp"
 #include "kokkos/common.hpp"
 
 namespace trident::kk {
@@ -40,6 +43,36 @@ void gemm(const char* transA, const char* transB, float alpha, const AV& A, cons
     return;
   }
   KokkosBlas::gemm(transA, transB, alpha, a, b, beta, c);
+}
+
+// The fp32 bits a GEMM operand loses when rounded to `precision` (core/matmul_precision.hpp):
+// bfloat16 keeps the top 16 bits of the pattern, TF32 the top 19.
+inline int dropped_mantissa_bits(MatmulPrecision precision) {
+  return precision == MatmulPrecision::BF16 ? 16 : precision == MatmulPrecision::TF32 ? 13 : 0;
+}
+
+// x rounded to nearest, ties to even, on its top 32 - dropped bits (0 < dropped < 23): as the
+// hardware's conversion, a finite value may round up to Inf, Inf stays Inf and NaN stays (quiet) NaN.
+KOKKOS_INLINE_FUNCTION float round_mantissa(float x, int dropped) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  const uint32_t low = (uint32_t(1) << dropped) - 1;
+  if ((u & 0x7f800000u) == 0x7f800000u) {
+    if ((u & 0x007fffffu) != 0) u |= 0x00400000u;  // a NaN whose payload lies in the dropped bits
+  } else {
+    u += (low >> 1) + ((u >> dropped) & 1u);  // half an ulp, less one on a tie to an even value
+  }
+  u &= ~low;
+  memcpy(&x, &u, sizeof u);
+  return x;
+}
+
+// dst = src with every element rounded as round_mantissa.
+template <class ES>
+void round_operand(const ES& space, Vec<ES> dst, CVec<ES> src, int dropped) {
+  Kokkos::parallel_for(
+      "trident::round_operand", Range<ES>(space, 0, src.extent(0)),
+      KOKKOS_LAMBDA(int64_t i) { dst(i) = round_mantissa(src(i), dropped); });
 }
 
 // out[N,OC] = inp[N,IC] weight[OC,IC]^T (+ bias[OC] when bias.data() != nullptr).

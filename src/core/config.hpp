@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/matmul_precision.hpp"
+
 namespace trident {
 
 enum class Schedule { GPipe, OneFOneB, Interleaved };
@@ -89,6 +91,7 @@ struct TrainConfig {
   double grad_clip = 1.0;    // 0 = off
   Recompute recompute = Recompute::None;
   Precision precision = Precision::FP32;
+  MatmulPrecision matmul_precision = MatmulPrecision::FP32;  // the linear layers' GEMM operands
   int64_t sample_every = 0;    // steps between samples of the model's text; 0 = never
   int64_t sample_tokens = 64;  // tokens per sample
   std::string sample_prompt;   // text the samples continue; empty: the end-of-text token (a newline for bytes)
@@ -167,6 +170,7 @@ const char* to_string(Schedule v);
 const char* to_string(LrSchedule v);
 const char* to_string(Recompute v);
 const char* to_string(Precision v);
+const char* to_string(MatmulPrecision v);
 const char* to_string(DataFormat v);
 const char* to_string(Tokenizer v);
 const char* to_string(DataOrder v);

@@ -62,6 +62,8 @@ const std::map<std::string, std::string>& other_tools_key_names() {
       {"activation_checkpointing", "train.recompute"}, {"recompute_granularity", "train.recompute"},
       {"gradient_checkpointing", "train.recompute"},
       {"dtype", "train.precision"}, {"bf16", "train.precision"}, {"fp16", "train.precision"},
+      {"tf32", "train.matmul_precision"}, {"allow_tf32", "train.matmul_precision"},
+      {"float32_matmul_precision", "train.matmul_precision"},
       // [data]
       {"data_path", "data.path"}, {"train_data", "data.path"}, {"train_data_path", "data.path"},
       {"input_bin", "data.path"}, {"dataset", "data.path"},

@@ -78,6 +78,7 @@ Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh, Use us
     : cfg_(cfg), k_(kernels), mesh_(mesh) {
   TRIDENT_CHECK(mesh_ || cfg_.mesh.world_size() == 1, "a parallel layout needs a ParallelMesh");
   check_supported(cfg_);
+  k_.set_matmul_precision(cfg_.train.matmul_precision);
   if (!mesh_ || mesh_->world_rank() == 0) {  // what `trident check` refuses, with its messages
     check_output_paths(cfg_);
     check_checkpoint_and_model_paths(cfg_);
