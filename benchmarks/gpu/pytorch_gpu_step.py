@@ -6,7 +6,9 @@ attention through F.scaled_dot_product_attention, tanh GELU, final LayerNorm, LM
 token embedding, mean cross-entropy. One step = zero_grad, forward, loss, backward,
 clip_grad_norm_(1.0), fused AdamW (decay on 2-D tensors), as trident's Trainer::train_step.
 --precision fp32: fp32 everywhere with TF32 off (what trident's fp32 path computes);
---precision bf16: bf16 autocast over fp32 master weights. --compile: torch.compile the model.
+--precision bf16: bf16 autocast over fp32 master weights. --matmul-precision high / medium: fp32 with
+torch.set_float32_matmul_precision (TF32 / bfloat16 inside every fp32 matmul, attention's included; what
+trident's train.matmul_precision = tf32 / bf16 does to its linear layers). --compile: torch.compile the model.
 Random tokens, already on the GPU. Median of --steps timed steps after --warmup.
 
   python3 pytorch_gpu_step.py --layers 12 --hidden 768 --heads 12 --batch 8 --seq 1024 --precision fp32
@@ -65,12 +67,14 @@ def main():
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--matmul-precision", choices=["highest", "high", "medium"], default="highest")
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision(a.matmul_precision)
     torch.manual_seed(0)
     dev = "cuda"
     model = GPT(a.vocab, a.seq, a.layers, a.hidden, a.heads).to(dev)
@@ -98,6 +102,7 @@ def main():
     ms = statistics.median(times) * 1e3
     tok = a.batch * a.seq / (ms / 1e3)
     print("RESULT " + json.dumps({"system": "pytorch" + ("-compile" if a.compile else "-eager"), "precision": a.precision,
+                                  "matmul_precision": a.matmul_precision,
                                   "layers": a.layers, "hidden": a.hidden, "batch": a.batch, "seq": a.seq,
                                   "ms_per_step": round(ms, 2), "tokens_per_s": round(tok),
                                   "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2)}))

@@ -17,9 +17,14 @@ echo "run_device_session: build and ctest -L gpu rc=$status"
 [ -x "$build/trident" ] || exit "$status"
 # shellcheck source=/dev/null
 source .device-deps/device-env.sh >/dev/null
-STEPS=12 timeout 200 bash benchmarks/gpu/run_step_vs_pytorch.sh "$build" fp32 12:768:12:8 | tee "$logs/step-gpt2.txt"
+# MATMULS: the train.matmul_precision values to run (default fp32); COMPILE=0 leaves out torch.compile.
+for matmul in ${MATMULS:-fp32}; do
+  MATMUL=$matmul STEPS=12 timeout 200 bash benchmarks/gpu/run_step_vs_pytorch.sh "$build" fp32 12:768:12:8 \
+    | tee -a "$logs/step-gpt2.txt"
+done
 timeout 90 "$build/trident" train benchmarks/model/llama-124m-bench.toml --set model.seq_len=1024 \
   --set train.micro_batch=8 --set train.global_batch=8 --set runtime.backend=cuda \
+  --set train.matmul_precision="${LLAMA_MATMUL:-fp32}" \
   --set runtime.log_every=4 --set runtime.metrics="$logs/step-llama.jsonl" >"$logs/step-llama.log" 2>&1
 echo "run_device_session: llama step rc=$? (log: $logs/step-llama.log)"
 tail -3 "$logs/step-llama.log"

@@ -63,7 +63,8 @@ int64_t bias_extent(const Problem& p) {
 bool operands_accessible(const Job& job, bool reads_c) {
   const Problem& p = job.p;
   const auto e = int64_t(p.element_bytes);
-  return accessible("A", job.A, p.a.extent(p.batch) * e) && accessible("B", job.B, p.b.extent(p.batch) * e) &&
+  const auto ab = int64_t(p.ab_element_bytes);
+  return accessible("A", job.A, p.a.extent(p.batch) * ab) && accessible("B", job.B, p.b.extent(p.batch) * ab) &&
          (!reads_c || accessible("C", job.C, p.c.extent(p.batch) * e)) &&
          accessible("D", job.D, p.d.extent(p.batch) * e) &&
          (!p.epilogue.reads_bias_pointer() || accessible("bias", p.bias, bias_extent(p) * e)) &&
@@ -201,6 +202,33 @@ void compute_rounded(const Job& job, float alpha, float beta) {
   }
 }
 
+// The rows x cols that the GEMM reads of the bfloat16 matrix `m` at `src`, widened to fp32 (the
+// bf16 pattern is the top half of the fp32 one) and packed into `dst` with ld = rows.
+void copy_widened(const Matrix& m, const uint16_t* src, std::vector<float>& dst) {
+  dst.resize(size_t(m.rows * m.cols));
+  for (int64_t j = 0; j < m.cols; ++j)
+    for (int64_t i = 0; i < m.rows; ++i) {
+      const uint32_t bits = uint32_t(src[i + j * m.ld]) << 16;
+      std::memcpy(&dst[size_t(i + j * m.rows)], &bits, sizeof bits);
+    }
+}
+
+// bfloat16 A and B: each batch entry's A and B widened into scratch, then the fp32 path on the copies.
+void compute_widened(const Job& job, float alpha, float beta) {
+  Problem p = job.p;
+  p.a.ld = p.a.rows;
+  p.b.ld = p.b.rows;
+  std::vector<float> a, b;
+  for (int64_t batch = 0; batch < p.batch; ++batch) {
+    Operands<float> o = operands_of<float>(job, batch);
+    copy_widened(job.p.a, static_cast<const uint16_t*>(job.A) + batch * job.p.a.batch_stride, a);
+    copy_widened(job.p.b, static_cast<const uint16_t*>(job.B) + batch * job.p.b.batch_stride, b);
+    o.A = a.data();
+    o.B = b.data();
+    compute_one(p, o, alpha, beta);
+  }
+}
+
 }  // namespace
 
 void run(const Job& job) {
@@ -216,6 +244,8 @@ void run(const Job& job) {
   if (job.workspace_bytes > 0) std::memset(job.workspace, kWorkspacePattern, job.workspace_bytes);
   if (p.scalar == Scalar::F64)
     compute<double>(job, alpha, beta);
+  else if (p.ab_element_bytes == 2)
+    compute_widened(job, float(alpha), float(beta));
   else if (p.rounding != InputRounding::None)
     compute_rounded(job, float(alpha), float(beta));
   else

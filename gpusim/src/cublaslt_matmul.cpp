@@ -167,7 +167,8 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle, cubl
   Problem p;
   if (cublasStatus_t s = resolve(call, *operationDesc, *Adesc, *Bdesc, *Cdesc, *Ddesc, p); s != kOk) return s;
   AlgoRecord r;
-  for (int i = 0; i < 4; ++i) r.alignment[i] = std::max<uint64_t>(preference->min_alignment[i], p.element_bytes);
+  for (int i = 0; i < 4; ++i)
+    r.alignment[i] = std::max<uint64_t>(preference->min_alignment[i], i < 2 ? p.ab_element_bytes : p.element_bytes);
   r.alignment[4] = std::max<uint64_t>(alignment_of(operationDesc->bias), p.element_bytes);
   r.workspace = preference->max_workspace >= kAlgoWorkspaceBytes ? kAlgoWorkspaceBytes : 0;
   r.types = types_of(*operationDesc, p);

@@ -150,9 +150,18 @@ cublasStatus_t scalar_of(const char* call, const Desc& desc, const Layout* const
     p.rounding = rounding;
     return kOk;
   }
+  // bfloat16 A and B, fp32 C and D: each bf16 value is exact in fp32, so this is the fp32 GEMM of
+  // the widened operands (tensor cores multiply them exactly and accumulate in fp32).
+  if (layouts[0]->type == CUDA_R_16BF && layouts[1]->type == CUDA_R_16BF && layouts[2]->type == CUDA_R_32F &&
+      layouts[3]->type == CUDA_R_32F && is_compute_32f(desc.compute_type) && desc.scale_type == CUDA_R_32F) {
+    p.scalar = Scalar::F32;
+    p.element_bytes = sizeof(float);
+    p.ab_element_bytes = 2;
+    return kOk;
+  }
   if (same && is_compute_64f(desc.compute_type) && desc.scale_type == CUDA_R_64F && type == CUDA_R_64F) {
     p.scalar = Scalar::F64;
-    p.element_bytes = sizeof(double);
+    p.element_bytes = p.ab_element_bytes = sizeof(double);
     return kOk;
   }
   return fail(kUnsupported, call,
@@ -161,8 +170,9 @@ cublasStatus_t scalar_of(const char* call, const Desc& desc, const Layout* const
                   data_type_name(int32_t(layouts[1]->type)) + "/" + data_type_name(int32_t(layouts[2]->type)) + "/" +
                   data_type_name(int32_t(layouts[3]->type)) +
                   " is not simulated (gpu-sim runs CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_16BF and "
-                  "CUBLAS_COMPUTE_32F_FAST_TF32 on CUDA_R_32F with scale type CUDA_R_32F, and CUBLAS_COMPUTE_64F "
-                  "on CUDA_R_64F with scale type CUDA_R_64F)");
+                  "CUBLAS_COMPUTE_32F_FAST_TF32 on CUDA_R_32F with scale type CUDA_R_32F, CUBLAS_COMPUTE_32F on "
+                  "CUDA_R_16BF A and B with CUDA_R_32F C and D, and CUBLAS_COMPUTE_64F on CUDA_R_64F with scale "
+                  "type CUDA_R_64F)");
 }
 
 // For real data CUBLAS_OP_C is CUBLAS_OP_T.

@@ -403,6 +403,61 @@ TEST_F(Lt, FastComputeTypesRoundAAndBButNotCOrTheBias) {
       }
 }
 
+// bfloat16 A and B with fp32 C and D under CUBLAS_COMPUTE_32F (what trident's bf16 GEMMs use): each
+// bf16 value is exact in fp32, so D is the fp32 GEMM of the widened operands, within fast_bound of the
+// double reference, for every transpose, padded leading dimensions, two batch entries, beta and bias.
+TEST_F(Lt, Bf16OperandsWithFp32OutputAreWidenedExactly) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      Case g;
+      g.ta = ta;
+      g.tb = tb;
+      g.m = 6;
+      g.n = 5;
+      g.k = 19;
+      g.batch = 2;
+      Operands<float> h(g);
+      h.A = rounded(h.A, 8);  // bf16 values, so that the widened patterns are the operands themselves
+      h.B = rounded(h.B, 8);
+      auto bf16_patterns = [](const std::vector<float>& v) {
+        std::vector<uint16_t> p(v.size());
+        for (size_t i = 0; i < v.size(); ++i) {
+          uint32_t bits;
+          std::memcpy(&bits, &v[i], sizeof bits);
+          p[i] = uint16_t(bits >> 16);
+        }
+        return p;
+      };
+      const std::vector<float> bias = random_values<float>(size_t(g.m), 5);
+      Plan plan(g);
+      const uint32_t bf16 = CUDA_R_16BF;
+      for (auto layout : {plan.a, plan.b})
+        ASSERT_EQ(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_TYPE, &bf16, sizeof bf16), kOk);
+      ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(CUBLASLT_EPILOGUE_BIAS)), kOk);
+      ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(to_device(bias))), kOk);
+      const cublasLtMatmulAlgo_t algo = algo_for(plan);
+      float* D = to_device(h.D);
+      const double alpha = 1.25, beta = -0.75;
+      ASSERT_EQ(matmul(plan, float(alpha), to_device(bf16_patterns(h.A)), to_device(bf16_patterns(h.B)), float(beta),
+                       to_device(h.C), D, &algo),
+                kOk);
+      const std::vector<float> got = to_host(D, g.size_d());
+      for (int b = 0; b < g.batch; ++b)
+        for (int j = 0; j < g.n; ++j)
+          for (int i = 0; i < g.ldd(); ++i) {
+            const float d = got[size_t(b * g.stride_d() + i + j * g.ldd())];
+            if (i >= g.m) {
+              ASSERT_EQ(d, 7.0f) << "padding row " << i << " of column " << j << " was written";
+              continue;
+            }
+            const double c = h.C[size_t(b * g.stride_c() + i + j * g.ldc())], bias_i = bias[size_t(i)];
+            ASSERT_NEAR(d, reference(g, h.A, h.B, h.C, alpha, beta, b, i, j) + bias_i,
+                        fast_bound(g, h.A, h.B, alpha, std::fabs(beta * c) + std::fabs(bias_i), b, i, j))
+                << "batch " << b << " D(" << i << "," << j << ") ta=" << ta << " tb=" << tb;
+          }
+    }
+}
+
 // The rounding cannot silently be skipped: on random operands (low mantissa bits set) the fast types'
 // D differs from exact fp32's by far more than fast_bound.
 TEST_F(Lt, FastComputeTypesDifferFromExactFp32) {

@@ -45,15 +45,21 @@ struct BiasTerms {
 };
 
 cublasComputeType_t compute_type(MatmulPrecision precision) {
-  switch (precision) {
-    case MatmulPrecision::TF32:
-      return CUBLAS_COMPUTE_32F_FAST_TF32;
-    case MatmulPrecision::BF16:
-      return CUBLAS_COMPUTE_32F_FAST_16BF;
-    case MatmulPrecision::FP32:
-      break;
-  }
-  return CUBLAS_COMPUTE_32F;
+  return precision == MatmulPrecision::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
+// The top 16 bits of x's pattern rounded to nearest, ties to even (bfloat16); NaN stays a quiet NaN,
+// a finite value past bf16's largest rounds to Inf, as __float2bfloat16_rn.
+__device__ uint16_t bf16_bits(float x) {
+  uint32_t u = __float_as_uint(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u | 0x00400000u) >> 16);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+
+__global__ void to_bf16_kernel(uint16_t* out, const float* in, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = bf16_bits(in[i]);
 }
 
 const char* precision_name(MatmulPrecision precision) {
@@ -125,9 +131,10 @@ Matmul::Plan& Matmul::plan(const Key& key, const float* bias) {
           cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     }
     // Layouts of the stored matrices (before op): A is m x k (or k x m when transposed), etc.
-    TRIDENT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, uint64_t(transa ? k : m),
+    const cudaDataType_t ab_type = precision == MatmulPrecision::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    TRIDENT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, ab_type, uint64_t(transa ? k : m),
                                                     uint64_t(transa ? m : k), lda));
-    TRIDENT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, uint64_t(transb ? n : k),
+    TRIDENT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, ab_type, uint64_t(transb ? n : k),
                                                     uint64_t(transb ? k : n), ldb));
     TRIDENT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, uint64_t(m), uint64_t(n), ldc));
 
@@ -168,8 +175,21 @@ Matmul::Plan& Matmul::plan(const Key& key, const float* bias) {
   return plans_.emplace(key, p).first->second;
 }
 
-void Matmul::gemm(bool transa, bool transb, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda,
-                  const float* B, int64_t ldb, float* C, int64_t ldc, float beta, const float* bias) {
+void* Matmul::bf16_copy(const float* x, int64_t n) {
+  void* copy = alloc_.allocate(n * int64_t(sizeof(uint16_t)));
+  const unsigned blocks = unsigned(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535));
+  TRIDENT_CUDA_CHECK(launch(to_bf16_kernel, blocks, kThreads, 0, stream_, static_cast<uint16_t*>(copy), x, n));
+  return copy;
+}
+
+void Matmul::gemm(bool transa, bool transb, int64_t m, int64_t n, int64_t k, const float* A32, int64_t lda,
+                  const float* B32, int64_t ldb, float* C, int64_t ldc, float beta, const float* bias) {
+  // The operands as the GEMM reads them: bf16 copies (contiguous: every caller's ld is its stored rows).
+  const bool bf16 = precision_ == MatmulPrecision::BF16;
+  void* const A16 = bf16 ? bf16_copy(A32, m * k) : nullptr;
+  void* const B16 = bf16 ? bf16_copy(B32, k * n) : nullptr;
+  const void* const A = bf16 ? A16 : static_cast<const void*>(A32);
+  const void* const B = bf16 ? B16 : static_cast<const void*>(B32);
   const Key key{transa, transb, m, n, k, lda, ldb, ldc, bias != nullptr, alignment_of(A), alignment_of(B),
                 alignment_of(C), bias ? alignment_of(bias) : 0, int64_t(precision_)};
   Plan& p = plan(key, bias);
@@ -179,6 +199,9 @@ void Matmul::gemm(bool transa, bool transb, int64_t m, int64_t n, int64_t k, con
   const float alpha = 1.0f;
   TRIDENT_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, A, p.a, B, p.b, &beta, C, p.c, C, p.c, &p.algo,
                                       workspace_, kWorkspaceBytes, stream_));
+  // Stream-ordered: the allocator may hand these blocks out again to work enqueued after the GEMM.
+  alloc_.release(A16);
+  alloc_.release(B16);
 }
 
 void Matmul::forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t IC,

@@ -1,8 +1,12 @@
 #pragma once
 // Linear layer GEMMs through cuBLASLt on fp32 matrices, on the backend's stream, with one handle and one
-// 32 MiB workspace owned by the object. The compute type follows the MatmulPrecision (kernels.hpp):
-// exact fp32 (CUBLAS_COMPUTE_32F), or the operands rounded to TF32 / bfloat16 on tensor cores
-// (CUBLAS_COMPUTE_32F_FAST_TF32 / _FAST_16BF) with fp32 accumulation and output.
+// 32 MiB workspace owned by the object. The MatmulPrecision (core/matmul_precision.hpp) picks the GEMM:
+//   fp32: CUBLAS_COMPUTE_32F on fp32 operands (exact fp32, CUDA cores);
+//   tf32: CUBLAS_COMPUTE_32F_FAST_TF32 on fp32 operands (tensor cores round them to TF32);
+//   bf16: both operands converted to bfloat16 copies (round to nearest even, a kernel of ours), then
+//         CUBLAS_COMPUTE_32F on bf16 A and B with fp32 C and D (tensor cores, fp32 accumulation).
+// Not CUBLAS_COMPUTE_32F_FAST_16BF for bf16: on an H100 (cuBLAS 13.0) it gave TF32's numbers and
+// speed, not bf16's (tests/kernels/test_matmul_precision.cpp found it).
 //
 // Row-major [R, K] is column-major [K, R]; with that, for y = x W^T + b (W is [OC, IC]):
 //   forward  out^T[OC,N]  = W^T-stored[IC,OC]^T * inp^T[IC,N]      (transa = T), bias epilogue
@@ -50,6 +54,8 @@ class Matmul {
   // Column-major C[m,n] = op(A) op(B) + beta C (+ bias[m] per row when bias != nullptr).
   void gemm(bool transa, bool transb, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B,
             int64_t ldb, float* C, int64_t ldc, float beta, const float* bias);
+  // A bfloat16 copy of n contiguous floats in a scratch block (released by the caller).
+  void* bf16_copy(const float* x, int64_t n);
   Plan& plan(const Key& key, const float* bias);
 
   cudaStream_t stream_;
