@@ -198,7 +198,7 @@ std::string explain_estimate(const Config& cfg, const ClusterSpec& cluster, cons
 
   const StageTime& cs = t.stages.at(t.critical_stage);
   const double tokens = double(l.micro_batch) * double(m.seq_len);
-  const double rate = gemm_rate(cluster, cfg.train.precision, 2 * tokens * double(m.hidden) * double(m.hidden) / l.tp);
+  const double rate = gemm_rate(cluster, cfg.train, 2 * tokens * double(m.hidden) * double(m.hidden) / l.tp);
   os << "Step time\n";
   os << fmt::format("  GEMM rate: {:.4g} TFLOP/s per device = peak {:g} x efficiency {:g} x size factor {:.3f}{}\n",
                     rate * pl.share / 1e12, t.peak_tflops, cluster.gemm_efficiency,

@@ -33,12 +33,19 @@ double reduce_scatter_seconds(double bytes, int n, const LinkSpec& link) { retur
 
 double p2p_seconds(double bytes, const LinkSpec& link) { return latency(link) + transfer(bytes, link); }
 
-double gemm_rate(const ClusterSpec& c, Precision precision, double gemm_flops) {
-  const bool bf16 = precision == Precision::BF16;
-  const double peak = bf16 ? c.peak_tflops_bf16 : c.peak_tflops_fp32;
+double gemm_rate(const ClusterSpec& c, const TrainConfig& train, double gemm_flops) {
+  // bf16 GEMMs (train.precision or train.matmul_precision) run at the bf16 tensor-core peak, TF32 at
+  // half of it (dense TF32 is half of dense bf16 on A100, H100 and H200), exact fp32 at the fp32 peak.
+  // On a cluster without a bf16 peak (the cpu preset) rounded fp32 operands go through the fp32 GEMM,
+  // as on trident's CPU backend.
+  const bool bf16 = train.precision == Precision::BF16 || train.matmul_precision == MatmulPrecision::BF16;
+  const bool tf32 = !bf16 && train.matmul_precision == MatmulPrecision::TF32;
+  const bool tensor_cores = train.precision == Precision::BF16 || ((bf16 || tf32) && c.peak_tflops_bf16 > 0);
+  const double peak = tensor_cores ? c.peak_tflops_bf16 * (tf32 ? 0.5 : 1.0) : c.peak_tflops_fp32;
   if (peak <= 0)
-    throw Error(fmt::format("cluster '{}' has no {} peak (peak_tflops_{} = 0) but the deck's precision is {}", c.name,
-                            bf16 ? "bf16" : "fp32", bf16 ? "bf16" : "fp32", bf16 ? "bf16" : "fp32"));
+    throw Error(fmt::format("cluster '{}' has no {} peak (peak_tflops_{} = 0) but the deck's GEMMs are {}", c.name,
+                            tensor_cores ? "bf16" : "fp32", tensor_cores ? "bf16" : "fp32",
+                            bf16 ? "bf16" : tf32 ? "tf32" : "fp32"));
   const double half = c.gemm_half_gflop * 1e9;
   const double size_factor = half > 0 ? gemm_flops / (gemm_flops + half) : 1.0;
   return peak * 1e12 * c.gemm_efficiency * size_factor;
@@ -61,7 +68,7 @@ TimeBreakdown estimate_time(const Config& cfg, const ClusterSpec& cluster, const
   const LinkSpec& dp_link = placement.dp_intra ? cluster.intra_node : cluster.inter_node;
 
   // The smallest of a layer's four GEMMs on one rank (the attention output projection) sets the rate.
-  const double rate = gemm_rate(cluster, cfg.train.precision, 2 * T * C * C / t) * placement.share;
+  const double rate = gemm_rate(cluster, cfg.train, 2 * T * C * C / t) * placement.share;
   const double mem_bw = cluster.memory_bandwidth_gbs * 1e9 * placement.share;
 
   ActivationShape shape;

@@ -22,7 +22,7 @@ double reduce_scatter_seconds(double bytes, int n, const LinkSpec& link);
 double p2p_seconds(double bytes, const LinkSpec& link);
 
 // Achievable GEMM rate (FLOP/s) for GEMMs of `gemm_flops` each: peak * efficiency * W/(W + W_half).
-double gemm_rate(const ClusterSpec& c, Precision precision, double gemm_flops);
+double gemm_rate(const ClusterSpec& c, const TrainConfig& train, double gemm_flops);
 
 struct StageTime {  // one micro-batch (forward + backward) on one stage
   double forward = 0, backward = 0, recompute = 0;  // GEMM compute

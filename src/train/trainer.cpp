@@ -384,6 +384,10 @@ std::vector<StepMetrics> Trainer::run() {
   log::info("data: {}; {} tokens per step in {} micro-batch(es) of {}", data_.train_stream->describe(),
             cfg_.tokens_per_step(), cfg_.micro_batches_per_step(), t.micro_batch);
   log::info("throughput reference for MFU: {:.3f} TFLOP/s per rank ({})", peak_tflops_, peak_source_);
+  if (t.matmul_precision != MatmulPrecision::FP32)
+    log::info("precision: fp32 with the linear layers' GEMM operands rounded to {} (train.matmul_precision), "
+              "fp32 sums; attention, norms, loss and optimizer in fp32",
+              to_string(t.matmul_precision));
 
   std::unique_ptr<MetricsWriter> metrics;
   if (!cfg_.runtime.metrics.empty() && (!mesh_ || mesh_->world_rank() == 0)) {

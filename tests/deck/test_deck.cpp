@@ -393,6 +393,8 @@ std::vector<KeyRow> key_rows() {
       {"train", "recompute", "string", "\"none\"", "\"none\"", "one of \"none\", \"full\", \"selective\"", "", "", "",
        "", {}},
       {"train", "precision", "string", "\"fp32\"", "\"fp32\"", "one of \"fp32\", \"bf16\"", "", "", "", "", {}},
+      {"train", "matmul_precision", "string", "\"fp32\"", "\"fp32\"", "one of \"fp32\", \"tf32\", \"bf16\"", "", "", "",
+       "", {}},
       {"train", "sample_every", "integer", "0", "0", "an integer in [0, 1099511627776]", "0", "-1", k2p40, k2p40Bad, {}},
       {"train", "sample_tokens", "integer", "64", "64", "an integer in [1, 1048576]", "1", "0", "1048576", "1048577", {}},
       {"train", "sample_prompt", "string", "\"\"", "\"\"", "any text", "", "", "", "", {}},
@@ -533,6 +535,7 @@ TEST(DeckDefaults, EmptyDeckIsConfigDefaultsWithDerivedFfn) {
   EXPECT_DOUBLE_EQ(c.train.grad_clip, 1.0);
   EXPECT_EQ(c.train.recompute, Recompute::None);
   EXPECT_EQ(c.train.precision, Precision::FP32);
+  EXPECT_EQ(c.train.matmul_precision, MatmulPrecision::FP32);
   EXPECT_EQ(c.data.format, DataFormat::Text);
   EXPECT_EQ(c.data.path, "");
   EXPECT_EQ(c.data.val_path, "");
@@ -784,6 +787,7 @@ void expect_same(const Config& a, const Config& b) {
   SAME(train.steps); SAME(train.micro_batch); SAME(train.global_batch); SAME(train.lr); SAME(train.min_lr);
   SAME(train.warmup_steps); SAME(train.lr_schedule); SAME(train.weight_decay); SAME(train.beta1);
   SAME(train.beta2); SAME(train.eps); SAME(train.grad_clip); SAME(train.recompute); SAME(train.precision);
+  SAME(train.matmul_precision);
   SAME(data.format); SAME(data.path); SAME(data.val_path); SAME(data.order); SAME(data.seed); SAME(data.val_every);
   SAME(data.val_steps);
   SAME(checkpoint.dir); SAME(checkpoint.every_steps); SAME(checkpoint.every_minutes); SAME(checkpoint.keep);

@@ -55,10 +55,32 @@ TEST(TimeModel, GemmRateSaturates) {
   ClusterSpec c = cluster_preset("a100-80g");
   c.gemm_half_gflop = 1.0;
   c.gemm_efficiency = 0.8;
-  EXPECT_NEAR(gemm_rate(c, Precision::BF16, 1e9), 312e12 * 0.8 * 0.5, 1.0);
-  EXPECT_NEAR(gemm_rate(c, Precision::BF16, 1e15), 312e12 * 0.8, 312e12 * 1e-5);
-  EXPECT_NEAR(gemm_rate(c, Precision::FP32, 1e9), 19.5e12 * 0.8 * 0.5, 1.0);
-  EXPECT_THROW(gemm_rate(cluster_preset("cpu"), Precision::BF16, 1e9), Error);
+  TrainConfig bf16, fp32;
+  bf16.precision = Precision::BF16;
+  EXPECT_NEAR(gemm_rate(c, bf16, 1e9), 312e12 * 0.8 * 0.5, 1.0);
+  EXPECT_NEAR(gemm_rate(c, bf16, 1e15), 312e12 * 0.8, 312e12 * 1e-5);
+  EXPECT_NEAR(gemm_rate(c, fp32, 1e9), 19.5e12 * 0.8 * 0.5, 1.0);
+  EXPECT_THROW(gemm_rate(cluster_preset("cpu"), bf16, 1e9), Error);
+}
+
+// fp32 training with bf16 or TF32 GEMM operands (train.matmul_precision): the GEMMs run on tensor
+// cores, at the bf16 peak or half of it (A100: 312 and 156 dense TFLOP/s).
+TEST(TimeModel, GemmRateFollowsTheMatmulPrecision) {
+  ClusterSpec c = cluster_preset("a100-80g");
+  c.gemm_half_gflop = 0.0;
+  c.gemm_efficiency = 1.0;
+  TrainConfig t;
+  t.matmul_precision = MatmulPrecision::BF16;
+  EXPECT_NEAR(gemm_rate(c, t, 1e12), 312e12, 1.0);
+  t.matmul_precision = MatmulPrecision::TF32;
+  EXPECT_NEAR(gemm_rate(c, t, 1e12), 156e12, 1.0);
+  t.matmul_precision = MatmulPrecision::FP32;
+  EXPECT_NEAR(gemm_rate(c, t, 1e12), 19.5e12, 1.0);
+  // Without tensor cores (the cpu preset has no bf16 peak) the rounded operands take the fp32 GEMM.
+  ClusterSpec cpu = cluster_preset("cpu");
+  cpu.gemm_half_gflop = 0.0;
+  cpu.gemm_efficiency = 1.0;
+  EXPECT_NEAR(gemm_rate(cpu, t, 1e12), cpu.peak_tflops_fp32 * 1e12, 1.0);
 }
 
 // The step is m clocks plus the bubble plus the tail, and the bubble is the formula times m clocks.
