@@ -12,6 +12,10 @@ The model (Hugging Face GPT-2 names and layout):
 LayerNorm eps 1e-5. Conv1D weights (attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj) are [in, out]:
 y = x @ W + b. c_attn's output columns are q | k | v, each split into NH contiguous heads of HD.
 Causal attention with scale 1/sqrt(HD).
+--matmul-precision bf16 / tf32 (grads, train): the linear layers' GEMMs (c_attn, c_proj, c_fc, mlp.c_proj,
+the LM head; not attention's) multiply operands rounded to 8 / 11 significant bits (round to nearest,
+ties to even), forward and backward (dX from the rounded dY and W, dW from the rounded X and dY), the
+products and sums in the reference's dtype: PyTorch's float32 matmul precision "medium" / "high".
 
 Data: llm.c token shards (header of 256 int32: magic 20240520, version 1, count; then uint16 tokens).
 Sample j of 0-based step s is the window of T+1 tokens starting at ((s*global_batch + j)*T) mod n,
@@ -41,6 +45,43 @@ import torch
 import torch.nn.functional as F
 
 LN_EPS = 1e-5
+
+# Significant bits of the linear layers' GEMM operands (None: exact), set by --matmul-precision.
+MATMUL_BITS = None
+
+
+def round_significand(x, bits):
+    """x with its significand rounded to `bits` bits, to nearest with ties to even (torch.round)."""
+    m, e = torch.frexp(x)  # x = m 2^e, 0.5 <= |m| < 1
+    return torch.round(m * 2.0 ** bits) * torch.pow(2.0, (e - bits).to(x.dtype))
+
+
+class RoundedMatmul(torch.autograd.Function):
+    """x @ W with both operands rounded, and so the backward's: dX = r(dY) r(W)^T, dW = r(X)^T r(dY)."""
+
+    @staticmethod
+    def forward(ctx, x, W):
+        ctx.save_for_backward(x, W)
+        return round_significand(x, MATMUL_BITS) @ round_significand(W, MATMUL_BITS)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, W = ctx.saved_tensors
+        g = round_significand(g, MATMUL_BITS)
+        dx = g @ round_significand(W, MATMUL_BITS).t()
+        dW = round_significand(x, MATMUL_BITS).reshape(-1, x.shape[-1]).t() @ g.reshape(-1, g.shape[-1])
+        return dx, dW
+
+
+def linear(x, W, b=None):
+    """x @ W (+ b) for the linear layers, W [in, out]: exact, or on rounded operands (MATMUL_BITS)."""
+    y = x @ W if MATMUL_BITS is None else RoundedMatmul.apply(x, W)
+    return y if b is None else y + b
+
+
+def set_matmul_precision(name):
+    global MATMUL_BITS
+    MATMUL_BITS = {"fp32": None, "tf32": 11, "bf16": 8}[name]
 
 # ---------------------------------------------------------------------------------------------
 # safetensors: uint64 LE header length N, N bytes of JSON header, raw little-endian data.
@@ -168,7 +209,7 @@ def logits_of(P, d, idx):
     for l in range(d.L):
         p = f"transformer.h.{l}."
         h = layer_norm(x, P[p + "ln_1.weight"], P[p + "ln_1.bias"])
-        qkv = h @ P[p + "attn.c_attn.weight"] + P[p + "attn.c_attn.bias"]  # [B, T, 3C]
+        qkv = linear(h, P[p + "attn.c_attn.weight"], P[p + "attn.c_attn.bias"])  # [B, T, 3C]
         q, k, v = qkv.split(d.C, dim=-1)
         q = q.reshape(B, T, d.NH, d.HD).transpose(1, 2)  # [B, NH, T, HD]
         k = k.reshape(B, T, d.NH, d.HD).transpose(1, 2)
@@ -177,13 +218,13 @@ def logits_of(P, d, idx):
         scores = scores.masked_fill(~mask, float("-inf"))
         att = torch.softmax(scores, dim=-1)
         y = (att @ v).transpose(1, 2).reshape(B, T, d.C)
-        x = x + (y @ P[p + "attn.c_proj.weight"] + P[p + "attn.c_proj.bias"])
+        x = x + linear(y, P[p + "attn.c_proj.weight"], P[p + "attn.c_proj.bias"])
         h = layer_norm(x, P[p + "ln_2.weight"], P[p + "ln_2.bias"])
-        h = gelu_tanh(h @ P[p + "mlp.c_fc.weight"] + P[p + "mlp.c_fc.bias"])
-        x = x + (h @ P[p + "mlp.c_proj.weight"] + P[p + "mlp.c_proj.bias"])
+        h = gelu_tanh(linear(h, P[p + "mlp.c_fc.weight"], P[p + "mlp.c_fc.bias"]))
+        x = x + linear(h, P[p + "mlp.c_proj.weight"], P[p + "mlp.c_proj.bias"])
     x = layer_norm(x, P["transformer.ln_f.weight"], P["transformer.ln_f.bias"])
     head = P["transformer.wte.weight"] if d.tied else P["lm_head.weight"]
-    return x @ head.t()  # [B, T, V]
+    return linear(x, head.t())  # [B, T, V]
 
 
 def load_params(path, dtype, heads):
@@ -420,6 +461,7 @@ def add_train_arguments(t):
     t.add_argument("--eps", type=float, default=1e-8)
     t.add_argument("--grad-clip", type=float, default=1.0)
     t.add_argument("--dtype", choices=["float64", "float32"], default="float64")
+    t.add_argument("--matmul-precision", choices=["fp32", "tf32", "bf16"], default="fp32")
     t.add_argument("--out-weights")
     t.add_argument("--json")
 
@@ -550,6 +592,7 @@ def main():
     g.add_argument("--heads", type=int, required=True)
     g.add_argument("--batch", type=int, required=True)
     g.add_argument("--step", type=int, default=0)
+    g.add_argument("--matmul-precision", choices=["fp32", "tf32", "bf16"], default="fp32")
     g.add_argument("--out", required=True)
     g.add_argument("--json")
 
@@ -582,6 +625,7 @@ def main():
     sub.add_parser("selftest")
 
     a = ap.parse_args()
+    set_matmul_precision(getattr(a, "matmul_precision", "fp32"))
     torch.manual_seed(0)
     fn = {"make-weights": cmd_make_weights, "make-data": cmd_make_data, "grads": cmd_grads,
           "train": cmd_train, "evaluate": cmd_evaluate, "greedy": cmd_greedy, "choices": cmd_choices, "compare": cmd_compare,
