@@ -34,6 +34,9 @@
 
 namespace trident {
 
+// The first int32 of an llm.c shard's header.
+inline constexpr int32_t kLlmcMagic = 20240520;
+
 class TokenStream {
  public:
   virtual ~TokenStream() = default;

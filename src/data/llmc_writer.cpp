@@ -4,11 +4,11 @@
 
 #include "core/error.hpp"
 #include "core/output_file.hpp"
+#include "data/dataset.hpp"
 
 namespace trident {
 namespace {
 
-constexpr int32_t kLlmcMagic = 20240520;
 constexpr int32_t kLlmcVersion = 1;
 constexpr int kLlmcHeaderInts = 256;
 

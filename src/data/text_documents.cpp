@@ -5,13 +5,10 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/strings.hpp"
 
 namespace trident {
 namespace {
-
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 bool is_blank(std::string_view line) {
   return line.find_first_not_of(" \t\r\f\v") == std::string_view::npos;

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/strings.hpp"
 #include "data/dataset.hpp"
 #include "data/mapped_file.hpp"
 
@@ -51,10 +52,6 @@ void check_range(const TokenStream& s, int64_t begin, int64_t count) {
 
 bool has_glob_chars(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // ------------------------------------------------------------------------------------------------
 // text: every byte is a token.
 
@@ -86,7 +83,6 @@ class TextStream final : public TokenStream {
 // llm.c shards.
 
 constexpr int64_t kLlmcHeaderBytes = 256 * 4;
-constexpr int32_t kLlmcMagic = 20240520;
 
 std::vector<std::string> expand_glob(const std::string& pattern) {
   if (!has_glob_chars(pattern)) return {pattern};  // a plain path: opening it reports what is wrong

@@ -288,7 +288,8 @@ class DeckReader {
                              mesh.tp));
     if (t.precision == Precision::BF16 && cfg.runtime.backend == Backend::Cpu)
       rule_error("train", "precision",
-                 "[train] precision = \"bf16\" needs [runtime] backend = \"cuda\"; the cpu backend computes in fp32");
+                 "[train] precision = \"bf16\" needs [runtime] backend = \"cuda\"; the cpu backend computes in fp32 "
+                 "(bf16 GEMM operands on fp32 storage, on either backend: [train] matmul_precision = \"bf16\")");
     if (cfg.runtime.comm == Comm::Nccl && cfg.runtime.backend == Backend::Cpu)
       rule_error("runtime", "comm",
                  "[runtime] comm = \"nccl\" needs [runtime] backend = \"cuda\"; the cpu backend communicates over MPI");

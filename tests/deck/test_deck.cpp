@@ -228,7 +228,7 @@ std::vector<BadDeck> bad_decks() {
        "deck.toml:5:21: [mesh] sequence_parallel needs [model] seq_len = 1023 divisible by tp = 2"},
       {"Bf16OnCpu", "[train]\nprecision = \"bf16\"\n", {}, 0,
        "deck.toml:2:13: [train] precision = \"bf16\" needs [runtime] backend = \"cuda\"; the cpu backend computes in "
-       "fp32"},
+       "fp32 (bf16 GEMM operands on fp32 storage, on either backend: [train] matmul_precision = \"bf16\")"},
       {"SampleEveryWithPipeline", "[mesh]\npp = 2\n[train]\nsample_every = 10\n", {}, 0,
        "deck.toml:4:16: [train] sample_every needs [mesh] pp = 1 (a sample runs the whole model on each TP group), "
        "not 2; sample a checkpoint with `trident generate` instead"},
