@@ -71,7 +71,7 @@ const std::string kMeshKeys =
     "bucket_mb, overlap_grad_reduce";
 const std::string kTrainKeys =
     "steps, micro_batch, global_batch, lr, min_lr, warmup_steps, lr_schedule, weight_decay, beta1, beta2, eps, "
-    "grad_clip, recompute, precision, sample_every, sample_tokens, sample_prompt";
+    "grad_clip, recompute, precision, matmul_precision, sample_every, sample_tokens, sample_prompt";
 const std::string kSections = "model, mesh, train, data, checkpoint, runtime";
 const std::string kLpsAllowed = "an array of pp*virtual_stages integers in [1, 2147483647] that sum to model.layers";
 const std::string kScheduleAllowed = "one of \"gpipe\", \"1f1b\", \"interleaved\"";
