@@ -184,18 +184,18 @@ void copy_rounded(const Matrix& m, const float* src, InputRounding rounding, std
     for (int64_t i = 0; i < m.rows; ++i) dst[size_t(i + j * m.rows)] = round_input(src[i + j * m.ld], rounding);
 }
 
-// The fast compute types: each batch entry's A and B rounded into scratch, then the fp32 path on the
-// copies (the bias gradient epilogues, too, sum the rounded operands: cuBLASLt does not document
-// which it sums). The transposes stay: the copies keep A's and B's stored layouts.
-void compute_rounded(const Job& job, float alpha, float beta) {
+// Each batch entry's A and B packed into scratch (ld = rows) by pack(matrix, base, offset, scratch),
+// then the fp32 path on the copies. The transposes stay: the copies keep A's and B's stored layouts.
+template <class Pack>
+void compute_on_copies(const Job& job, float alpha, float beta, const Pack& pack) {
   Problem p = job.p;
   p.a.ld = p.a.rows;
   p.b.ld = p.b.rows;
   std::vector<float> a, b;
   for (int64_t batch = 0; batch < p.batch; ++batch) {
     Operands<float> o = operands_of<float>(job, batch);
-    copy_rounded(job.p.a, o.A, p.rounding, a);
-    copy_rounded(job.p.b, o.B, p.rounding, b);
+    pack(job.p.a, job.A, batch * job.p.a.batch_stride, a);
+    pack(job.p.b, job.B, batch * job.p.b.batch_stride, b);
     o.A = a.data();
     o.B = b.data();
     compute_one(p, o, alpha, beta);
@@ -213,20 +213,19 @@ void copy_widened(const Matrix& m, const uint16_t* src, std::vector<float>& dst)
     }
 }
 
-// bfloat16 A and B: each batch entry's A and B widened into scratch, then the fp32 path on the copies.
+// The fast compute types: A and B rounded into the copies (the bias gradient epilogues, too, sum the
+// rounded operands: cuBLASLt does not document which it sums).
+void compute_rounded(const Job& job, float alpha, float beta) {
+  compute_on_copies(job, alpha, beta, [&](const Matrix& m, const void* base, int64_t offset, std::vector<float>& dst) {
+    copy_rounded(m, static_cast<const float*>(base) + offset, job.p.rounding, dst);
+  });
+}
+
+// bfloat16 A and B: widened into the copies.
 void compute_widened(const Job& job, float alpha, float beta) {
-  Problem p = job.p;
-  p.a.ld = p.a.rows;
-  p.b.ld = p.b.rows;
-  std::vector<float> a, b;
-  for (int64_t batch = 0; batch < p.batch; ++batch) {
-    Operands<float> o = operands_of<float>(job, batch);
-    copy_widened(job.p.a, static_cast<const uint16_t*>(job.A) + batch * job.p.a.batch_stride, a);
-    copy_widened(job.p.b, static_cast<const uint16_t*>(job.B) + batch * job.p.b.batch_stride, b);
-    o.A = a.data();
-    o.B = b.data();
-    compute_one(p, o, alpha, beta);
-  }
+  compute_on_copies(job, alpha, beta, [](const Matrix& m, const void* base, int64_t offset, std::vector<float>& dst) {
+    copy_widened(m, static_cast<const uint16_t*>(base) + offset, dst);
+  });
 }
 
 }  // namespace

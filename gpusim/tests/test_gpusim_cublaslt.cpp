@@ -360,17 +360,45 @@ double fast_bound(const Case& g, const std::vector<float>& A, const std::vector<
   return 2 * (g.k + 4) * std::ldexp(1.0, -24) * (std::fabs(alpha) * sum + others);
 }
 
+// The cases of the fast types and of bf16 operands: every transpose, k 19, two batch entries; the GEMM
+// is D = 1.25 op(A) op(B) - 0.75 C + bias (the BIAS epilogue).
+constexpr double kFastAlpha = 1.25, kFastBeta = -0.75;
+
+Case fast_case(bool ta, bool tb) {
+  Case g;
+  g.ta = ta;
+  g.tb = tb;
+  g.m = 6;
+  g.n = 5;
+  g.k = 19;
+  g.batch = 2;
+  return g;
+}
+
+// D against the double reference on ra and rb (the operands as the GEMM multiplies them), within
+// fast_bound; padding rows keep the sentinel.
+void expect_fast_d(const Case& g, const Operands<float>& h, const std::vector<float>& ra, const std::vector<float>& rb,
+                   const std::vector<float>& bias, const std::vector<float>& got, const std::string& what) {
+  for (int b = 0; b < g.batch; ++b)
+    for (int j = 0; j < g.n; ++j)
+      for (int i = 0; i < g.ldd(); ++i) {
+        const float d = got[size_t(b * g.stride_d() + i + j * g.ldd())];
+        if (i >= g.m) {
+          ASSERT_EQ(d, 7.0f) << "padding row " << i << " of column " << j << " was written";
+          continue;
+        }
+        const double c = h.C[size_t(b * g.stride_c() + i + j * g.ldc())], bias_i = bias[size_t(i)];
+        ASSERT_NEAR(d, reference(g, ra, rb, h.C, kFastAlpha, kFastBeta, b, i, j) + bias_i,
+                    fast_bound(g, ra, rb, kFastAlpha, std::fabs(kFastBeta * c) + std::fabs(bias_i), b, i, j))
+            << what << " batch " << b << " D(" << i << "," << j << ") ta=" << g.ta << " tb=" << g.tb;
+      }
+}
+
 TEST_F(Lt, FastComputeTypesRoundAAndBButNotCOrTheBias) {
   for (const FastType& t : kFastTypes)
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
-        Case g;
-        g.ta = ta;
-        g.tb = tb;
-        g.m = 6;
-        g.n = 5;
-        g.k = 19;
-        g.batch = 2;
+        const Case g = fast_case(ta, tb);
         Operands<float> h(g);
         const std::vector<float> bias = random_values<float>(size_t(g.m), 5);
         Plan plan(g, CUDA_R_32F, t.compute);
@@ -380,24 +408,9 @@ TEST_F(Lt, FastComputeTypesRoundAAndBButNotCOrTheBias) {
         const float* A = to_device(h.A);
         const float* B = to_device(h.B);
         float* D = to_device(h.D);
-        const double alpha = 1.25, beta = -0.75;
-        ASSERT_EQ(matmul(plan, float(alpha), A, B, float(beta), to_device(h.C), D, &algo), kOk);
-        const std::vector<float> got = to_host(D, g.size_d());
-        const std::vector<float> ra = rounded(h.A, t.significant_bits), rb = rounded(h.B, t.significant_bits);
-        for (int b = 0; b < g.batch; ++b)
-          for (int j = 0; j < g.n; ++j)
-            for (int i = 0; i < g.ldd(); ++i) {
-              const float d = got[size_t(b * g.stride_d() + i + j * g.ldd())];
-              if (i >= g.m) {
-                ASSERT_EQ(d, 7.0f) << "padding row " << i << " of column " << j << " was written";
-                continue;
-              }
-              const double c = h.C[size_t(b * g.stride_c() + i + j * g.ldc())], bias_i = bias[size_t(i)];
-              ASSERT_NEAR(d, reference(g, ra, rb, h.C, alpha, beta, b, i, j) + bias_i,
-                          fast_bound(g, ra, rb, alpha, std::fabs(beta * c) + std::fabs(bias_i), b, i, j))
-                  << "compute type " << t.compute << " batch " << b << " D(" << i << "," << j << ") ta=" << ta
-                  << " tb=" << tb;
-            }
+        ASSERT_EQ(matmul(plan, float(kFastAlpha), A, B, float(kFastBeta), to_device(h.C), D, &algo), kOk);
+        expect_fast_d(g, h, rounded(h.A, t.significant_bits), rounded(h.B, t.significant_bits), bias,
+                      to_host(D, g.size_d()), "compute type " + std::to_string(t.compute));
         EXPECT_EQ(to_host(A, g.size_a()), h.A) << "A is rounded into scratch, not in place";
         EXPECT_EQ(to_host(B, g.size_b()), h.B) << "B is rounded into scratch, not in place";
       }
@@ -405,29 +418,23 @@ TEST_F(Lt, FastComputeTypesRoundAAndBButNotCOrTheBias) {
 
 // bfloat16 A and B with fp32 C and D under CUBLAS_COMPUTE_32F (what trident's bf16 GEMMs use): each
 // bf16 value is exact in fp32, so D is the fp32 GEMM of the widened operands, within fast_bound of the
-// double reference, for every transpose, padded leading dimensions, two batch entries, beta and bias.
+// double reference.
 TEST_F(Lt, Bf16OperandsWithFp32OutputAreWidenedExactly) {
+  auto bf16_patterns = [](const std::vector<float>& v) {
+    std::vector<uint16_t> p(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &v[i], sizeof bits);
+      p[i] = uint16_t(bits >> 16);
+    }
+    return p;
+  };
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
-      Case g;
-      g.ta = ta;
-      g.tb = tb;
-      g.m = 6;
-      g.n = 5;
-      g.k = 19;
-      g.batch = 2;
+      const Case g = fast_case(ta, tb);
       Operands<float> h(g);
       h.A = rounded(h.A, 8);  // bf16 values, so that the widened patterns are the operands themselves
       h.B = rounded(h.B, 8);
-      auto bf16_patterns = [](const std::vector<float>& v) {
-        std::vector<uint16_t> p(v.size());
-        for (size_t i = 0; i < v.size(); ++i) {
-          uint32_t bits;
-          std::memcpy(&bits, &v[i], sizeof bits);
-          p[i] = uint16_t(bits >> 16);
-        }
-        return p;
-      };
       const std::vector<float> bias = random_values<float>(size_t(g.m), 5);
       Plan plan(g);
       const uint32_t bf16 = CUDA_R_16BF;
@@ -437,24 +444,10 @@ TEST_F(Lt, Bf16OperandsWithFp32OutputAreWidenedExactly) {
       ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(to_device(bias))), kOk);
       const cublasLtMatmulAlgo_t algo = algo_for(plan);
       float* D = to_device(h.D);
-      const double alpha = 1.25, beta = -0.75;
-      ASSERT_EQ(matmul(plan, float(alpha), to_device(bf16_patterns(h.A)), to_device(bf16_patterns(h.B)), float(beta),
-                       to_device(h.C), D, &algo),
+      ASSERT_EQ(matmul(plan, float(kFastAlpha), to_device(bf16_patterns(h.A)), to_device(bf16_patterns(h.B)),
+                       float(kFastBeta), to_device(h.C), D, &algo),
                 kOk);
-      const std::vector<float> got = to_host(D, g.size_d());
-      for (int b = 0; b < g.batch; ++b)
-        for (int j = 0; j < g.n; ++j)
-          for (int i = 0; i < g.ldd(); ++i) {
-            const float d = got[size_t(b * g.stride_d() + i + j * g.ldd())];
-            if (i >= g.m) {
-              ASSERT_EQ(d, 7.0f) << "padding row " << i << " of column " << j << " was written";
-              continue;
-            }
-            const double c = h.C[size_t(b * g.stride_c() + i + j * g.ldc())], bias_i = bias[size_t(i)];
-            ASSERT_NEAR(d, reference(g, h.A, h.B, h.C, alpha, beta, b, i, j) + bias_i,
-                        fast_bound(g, h.A, h.B, alpha, std::fabs(beta * c) + std::fabs(bias_i), b, i, j))
-                << "batch " << b << " D(" << i << "," << j << ") ta=" << ta << " tb=" << tb;
-          }
+      expect_fast_d(g, h, h.A, h.B, bias, to_host(D, g.size_d()), "bf16 A and B");
     }
 }
 

@@ -195,6 +195,27 @@ RunResult run_steps(const Config& cfg, ParallelMesh* mesh, int64_t steps) {
   return r;
 }
 
+int expect_layouts_match_serial(const std::vector<NamedLayout>& layouts, const std::vector<std::string>& base,
+                                const Tolerance& tol) {
+  int run = 0;
+  for (const auto& layout : layouts) {
+    if (layout.ranks != world_size()) continue;
+    SCOPED_TRACE(layout.name);
+    auto all = base, model_only = base;
+    all.insert(all.end(), layout.sets.begin(), layout.sets.end());
+    for (const auto& s : layout.sets)
+      if (s.rfind("mesh.", 0) != 0) model_only.push_back(s);
+    const Config cfg = small_deck(1009, all);
+    const Config serial_deck = small_deck(1009, model_only);
+    const RunResult& serial = serial_run(serial_deck, 5);
+    ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
+    connect(mesh, cfg);
+    expect_matches_serial(run_steps(cfg, &mesh, 5), serial, tol);
+    ++run;
+  }
+  return run;
+}
+
 const RunResult& serial_run(const Config& cfg, int64_t steps) {
   static std::map<std::pair<std::string, int64_t>, RunResult> runs;
   const auto key = std::make_pair(cfg.resolved_toml, steps);

@@ -69,4 +69,17 @@ struct Tolerance {
 // The largest deviations seen are printed when TRIDENT_TEST_REPORT_ERRORS is set (to measure bounds).
 void expect_matches_serial(const RunResult& par, const RunResult& serial, const Tolerance& tol);
 
+// A layout of a suite: its rank count and --set values, mesh.* (the layout itself) and model or train
+// keys (which its serial run takes too).
+struct NamedLayout {
+  std::string name;
+  int ranks;
+  std::vector<std::string> sets;
+};
+
+// Each layout with this job's rank count, on small_deck(1009, base + its sets), against the serial run
+// of that deck without the mesh.* keys, for 5 steps, within `tol`. Returns how many layouts ran.
+int expect_layouts_match_serial(const std::vector<NamedLayout>& layouts, const std::vector<std::string>& base,
+                                const Tolerance& tol);
+
 }  // namespace trident::test

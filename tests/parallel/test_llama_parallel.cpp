@@ -30,13 +30,7 @@ const std::vector<std::string> kLlama = {"model.architecture=llama", "model.laye
                                          "model.rope_theta=500",     "model.norm_eps=1e-4", "model.tie_embeddings=false",
                                          "train.global_batch=16",    "train.micro_batch=2", "model.vocab_pad_to=8"};
 
-struct LlamaLayout {
-  std::string name;
-  int ranks;
-  std::vector<std::string> sets;  // mesh.* (the layout) and model/train keys (the serial run takes those too)
-};
-
-std::vector<LlamaLayout> layouts() {
+std::vector<NamedLayout> layouts() {
   return {
       {"tp2_kv2", 2, {"model.kv_heads=2", "mesh.tp=2"}},
       {"tp2_kv1_replicated_sp_selective", 2,
@@ -58,23 +52,7 @@ std::vector<LlamaLayout> layouts() {
 }
 
 TEST(LlamaParallel, EveryLayoutOfThisRankCountMatchesSerial) {
-  int run = 0;
-  for (const auto& layout : layouts()) {
-    if (layout.ranks != world_size()) continue;
-    SCOPED_TRACE(layout.name);
-    auto all = kLlama, model_only = kLlama;
-    all.insert(all.end(), layout.sets.begin(), layout.sets.end());
-    for (const auto& s : layout.sets)
-      if (s.rfind("mesh.", 0) != 0) model_only.push_back(s);
-    const Config cfg = small_deck(1009, all);
-    const Config serial_deck = small_deck(1009, model_only);
-    const RunResult& serial = serial_run(serial_deck, 5);
-    ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
-    connect(mesh, cfg);
-    const RunResult par = run_steps(cfg, &mesh, 5);
-    expect_matches_serial(par, serial, kLlamaTolerance);
-    ++run;
-  }
+  const int run = expect_layouts_match_serial(layouts(), kLlama, kLlamaTolerance);
   EXPECT_GT(run, 0) << "no Llama layout has " << world_size() << " ranks: register this test at 2, 4 or 8";
 }
 

@@ -30,13 +30,7 @@ const Tolerance kBf16Tolerance{/*loss=*/3e-4, /*gradient=*/2.5e-3, /*later_gradi
 
 const std::vector<std::string> kBf16 = {"train.matmul_precision=bf16", "train.global_batch=16", "train.micro_batch=2"};
 
-struct Bf16Layout {
-  std::string name;
-  int ranks;
-  std::vector<std::string> sets;  // mesh.* (the layout) and train keys (the serial run takes those too)
-};
-
-std::vector<Bf16Layout> layouts() {
+std::vector<NamedLayout> layouts() {
   return {
       {"tp2_sp", 2, {"mesh.tp=2", "mesh.sequence_parallel=true"}},
       {"pp2_1f1b", 2, {"mesh.pp=2"}},
@@ -51,29 +45,8 @@ std::vector<Bf16Layout> layouts() {
   };
 }
 
-std::vector<std::string> model_keys(const std::vector<std::string>& sets) {
-  std::vector<std::string> keys = kBf16;
-  for (const auto& s : sets)
-    if (s.rfind("mesh.", 0) != 0) keys.push_back(s);
-  return keys;
-}
-
 TEST(MatmulPrecisionParallel, EveryLayoutOfThisRankCountMatchesSerialBf16) {
-  int run = 0;
-  for (const auto& layout : layouts()) {
-    if (layout.ranks != world_size()) continue;
-    SCOPED_TRACE(layout.name);
-    auto all = kBf16;
-    all.insert(all.end(), layout.sets.begin(), layout.sets.end());
-    const Config cfg = small_deck(1009, all);
-    const Config serial_deck = small_deck(1009, model_keys(layout.sets));
-    const RunResult& serial = serial_run(serial_deck, 5);
-    ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
-    connect(mesh, cfg);
-    const RunResult par = run_steps(cfg, &mesh, 5);
-    expect_matches_serial(par, serial, kBf16Tolerance);
-    ++run;
-  }
+  const int run = expect_layouts_match_serial(layouts(), kBf16, kBf16Tolerance);
   EXPECT_GT(run, 0) << "no layout has " << world_size() << " ranks: register this test at 2, 4 or 8";
 }
 
