@@ -33,7 +33,6 @@ Run with Debian's python (plain `python3` here may lack torch):
 Prints a human-readable summary and one machine-readable line starting with `RESULT `.
 """
 import argparse
-import ctypes
 import math
 import os
 import statistics
@@ -44,7 +43,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pytorch_step import time_training_steps  # noqa: E402  (the same timed step as the GPT-2 comparison)
+from pytorch_step import add_step_arguments, openblas_core, start_threads, time_training_steps  # noqa: E402  (shared with the GPT-2 comparison)
 
 
 class RMSNorm(nn.Module):
@@ -143,46 +142,17 @@ class Llama(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
-def openblas_core():
-    """The OpenBLAS kernel family torch's BLAS calls use (the library is already loaded by torch)."""
-    for name in ("libopenblas.so.0", "libblas.so.3"):
-        try:
-            lib = ctypes.CDLL(name)
-            lib.openblas_get_corename.restype = ctypes.c_char_p
-            lib.openblas_get_num_threads.restype = ctypes.c_int
-            return lib.openblas_get_corename().decode(), lib.openblas_get_num_threads()
-        except (OSError, AttributeError):
-            continue
-    return "unknown", -1
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=10, help="timed steps (after --warmup)")
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--layers", type=int, default=12)
-    ap.add_argument("--hidden", type=int, default=768)
-    ap.add_argument("--heads", type=int, default=12)
-    ap.add_argument("--kv-heads", type=int, default=4)
-    ap.add_argument("--ffn-hidden", type=int, default=2048)
-    ap.add_argument("--vocab", type=int, default=32000)
-    ap.add_argument("--seq", type=int, default=64)
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--rope-theta", type=float, default=10000.0)
-    ap.add_argument("--norm-eps", type=float, default=1e-5)
-    ap.add_argument("--gqa", choices=("grouped", "repeat"), default="repeat",
-                    help="grouped-query attention: repeat_interleave of k/v (default) or grouped matmul")
-    ap.add_argument("--data", default="/usr/share/common-licenses/GPL-3")
-    ap.add_argument("--foreach", action="store_true", help="AdamW multi-tensor path instead of the plain loop")
-    ap.add_argument("--profile", action="store_true", help="print the top operators of one step (torch profiler)")
+    add_step_arguments(ap, vocab=32000, extra=(
+        ("--kv-heads", dict(type=int, default=4)),
+        ("--ffn-hidden", dict(type=int, default=2048)),
+        ("--rope-theta", dict(type=float, default=10000.0)),
+        ("--norm-eps", dict(type=float, default=1e-5)),
+        ("--gqa", dict(choices=("grouped", "repeat"), default="repeat",
+                       help="grouped-query attention: repeat_interleave of k/v (default) or grouped matmul"))))
     args = ap.parse_args()
-
-    env = os.environ.get("OPENBLAS_NUM_THREADS")
-    if env is not None and int(env) != args.threads:
-        print(f"warning: OPENBLAS_NUM_THREADS={env} but --threads {args.threads}", file=sys.stderr)
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(1234)
+    start_threads(args)
     B, T = args.batch, args.seq
     L, C, NH, KVH, FF, V = args.layers, args.hidden, args.heads, args.kv_heads, args.ffn_hidden, args.vocab
     model = Llama(V, T, L, C, NH, KVH, FF, args.rope_theta, args.norm_eps, args.gqa)

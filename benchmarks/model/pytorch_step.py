@@ -101,6 +101,34 @@ def openblas_core():
     return "unknown", -1
 
 
+def add_step_arguments(ap, vocab, extra=()):
+    """The arguments both CPU step comparisons take (the shape's own, `extra`, go between): threads,
+    steps, shape, data, AdamW path, profiler. `extra` holds (flag, keyword arguments) pairs."""
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=10, help="timed steps (after --warmup)")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--hidden", type=int, default=768)
+    ap.add_argument("--heads", type=int, default=12)
+    for flag, kwargs in extra:
+        ap.add_argument(flag, **kwargs)
+    ap.add_argument("--vocab", type=int, default=vocab)
+    ap.add_argument("--seq", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--data", default="/usr/share/common-licenses/GPL-3")
+    ap.add_argument("--foreach", action="store_true", help="AdamW multi-tensor path instead of the plain loop")
+    ap.add_argument("--profile", action="store_true", help="print the top operators of one step (torch profiler)")
+
+
+def start_threads(args):
+    """torch's thread count from --threads (warning when OPENBLAS_NUM_THREADS says otherwise), seed 1234."""
+    env = os.environ.get("OPENBLAS_NUM_THREADS")
+    if env is not None and int(env) != args.threads:
+        print(f"warning: OPENBLAS_NUM_THREADS={env} but --threads {args.threads}", file=sys.stderr)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(1234)
+
+
 def time_training_steps(model, args, B, T):
     """The timed step of trident's Trainer::train_step on `model` (its forward(x, y) returns the mean
     loss): AdamW with decay on the 2-D tensors (betas 0.9/0.95; args.foreach), batches of B consecutive
@@ -142,25 +170,9 @@ def time_training_steps(model, args, B, T):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=10, help="timed steps (after --warmup)")
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--layers", type=int, default=12)
-    ap.add_argument("--hidden", type=int, default=768)
-    ap.add_argument("--heads", type=int, default=12)
-    ap.add_argument("--vocab", type=int, default=50257)
-    ap.add_argument("--seq", type=int, default=64)
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--data", default="/usr/share/common-licenses/GPL-3")
-    ap.add_argument("--foreach", action="store_true", help="AdamW multi-tensor path instead of the plain loop")
-    ap.add_argument("--profile", action="store_true", help="print the top operators of one step (torch profiler)")
+    add_step_arguments(ap, vocab=50257)
     args = ap.parse_args()
-
-    env = os.environ.get("OPENBLAS_NUM_THREADS")
-    if env is not None and int(env) != args.threads:
-        print(f"warning: OPENBLAS_NUM_THREADS={env} but --threads {args.threads}", file=sys.stderr)
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(1234)
+    start_threads(args)
     B, T = args.batch, args.seq
     model = GPT(args.vocab, T, args.layers, args.hidden, args.heads)
     params = sum(p.numel() for p in model.parameters())

@@ -175,21 +175,18 @@ Matmul::Plan& Matmul::plan(const Key& key, const float* bias) {
   return plans_.emplace(key, p).first->second;
 }
 
-void* Matmul::bf16_copy(const float* x, int64_t n) {
+Matmul::Operand::~Operand() { alloc->release(copy); }
+
+Matmul::Operand Matmul::operand(const float* x, int64_t n) {
+  if (precision_ != MatmulPrecision::BF16) return Operand{x, nullptr, &alloc_};
   void* copy = alloc_.allocate(n * int64_t(sizeof(uint16_t)));
   const unsigned blocks = unsigned(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535));
   TRIDENT_CUDA_CHECK(launch(to_bf16_kernel, blocks, kThreads, 0, stream_, static_cast<uint16_t*>(copy), x, n));
-  return copy;
+  return Operand{copy, copy, &alloc_};
 }
 
-void Matmul::gemm(bool transa, bool transb, int64_t m, int64_t n, int64_t k, const float* A32, int64_t lda,
-                  const float* B32, int64_t ldb, float* C, int64_t ldc, float beta, const float* bias) {
-  // The operands as the GEMM reads them: bf16 copies (contiguous: every caller's ld is its stored rows).
-  const bool bf16 = precision_ == MatmulPrecision::BF16;
-  void* const A16 = bf16 ? bf16_copy(A32, m * k) : nullptr;
-  void* const B16 = bf16 ? bf16_copy(B32, k * n) : nullptr;
-  const void* const A = bf16 ? A16 : static_cast<const void*>(A32);
-  const void* const B = bf16 ? B16 : static_cast<const void*>(B32);
+void Matmul::gemm(bool transa, bool transb, int64_t m, int64_t n, int64_t k, const void* A, int64_t lda,
+                  const void* B, int64_t ldb, float* C, int64_t ldc, float beta, const float* bias) {
   const Key key{transa, transb, m, n, k, lda, ldb, ldc, bias != nullptr, alignment_of(A), alignment_of(B),
                 alignment_of(C), bias ? alignment_of(bias) : 0, int64_t(precision_)};
   Plan& p = plan(key, bias);
@@ -199,9 +196,6 @@ void Matmul::gemm(bool transa, bool transb, int64_t m, int64_t n, int64_t k, con
   const float alpha = 1.0f;
   TRIDENT_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, A, p.a, B, p.b, &beta, C, p.c, C, p.c, &p.algo,
                                       workspace_, kWorkspaceBytes, stream_));
-  // Stream-ordered: the allocator may hand these blocks out again to work enqueued after the GEMM.
-  alloc_.release(A16);
-  alloc_.release(B16);
 }
 
 void Matmul::forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t IC,
@@ -212,16 +206,24 @@ void Matmul::forward(float* out, const float* inp, const float* weight, const fl
     return;
   }
   const bool epilogue = bias != nullptr && alignment_of(bias) >= kEpilogueBiasAlignment;
-  gemm(true, false, OC, N, IC, weight, IC, inp, IC, out, OC, 0.0f, epilogue ? bias : nullptr);
+  const Operand w = operand(weight, OC * IC), x = operand(inp, N * IC);
+  gemm(true, false, OC, N, IC, w.data, IC, x.data, IC, out, OC, 0.0f, epilogue ? bias : nullptr);
   if (bias != nullptr && !epilogue) add_bias(stream_, out, bias, N, OC);
 }
 
 void Matmul::backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                       const float* weight, int64_t N, int64_t IC, int64_t OC) {
   if (N <= 0 || OC <= 0) return;  // every gradient gets an empty sum added: nothing to do
-  if (IC > 0) {
-    if (dinp) gemm(false, false, IC, N, OC, weight, IC, dout, OC, dinp, IC, 1.0f, nullptr);
-    if (dweight) gemm(false, true, IC, OC, N, inp, IC, dout, OC, dweight, IC, 1.0f, nullptr);
+  if (IC > 0 && (dinp || dweight)) {
+    const Operand d = operand(dout, N * OC);  // converted once for both GEMMs
+    if (dinp) {
+      const Operand w = operand(weight, OC * IC);
+      gemm(false, false, IC, N, OC, w.data, IC, d.data, OC, dinp, IC, 1.0f, nullptr);
+    }
+    if (dweight) {
+      const Operand x = operand(inp, N * IC);
+      gemm(false, true, IC, OC, N, x.data, IC, d.data, OC, dweight, IC, 1.0f, nullptr);
+    }
   }
   if (dbias) bias_backward(stream_, alloc_, dbias, dout, N, OC);
 }

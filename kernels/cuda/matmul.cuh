@@ -52,10 +52,21 @@ class Matmul {
   using Key = std::array<int64_t, 14>;
 
   // Column-major C[m,n] = op(A) op(B) + beta C (+ bias[m] per row when bias != nullptr).
-  void gemm(bool transa, bool transb, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B,
+  // A GEMM operand as the GEMM reads it: the fp32 matrix itself, or (bf16) its bfloat16 copy in a
+  // scratch block, released when the Operand goes (stream-ordered: the allocator may hand the block out
+  // again to work enqueued after the GEMMs that read it). Contiguous: every caller's ld is its rows.
+  struct Operand {
+    const void* data;
+    void* copy;
+    DeviceAllocator* alloc;
+    ~Operand();
+    Operand(const Operand&) = delete;
+    Operand& operator=(const Operand&) = delete;
+  };
+  Operand operand(const float* x, int64_t n);
+  // A and B of the type the precision gives them (fp32, or bf16 from operand()).
+  void gemm(bool transa, bool transb, int64_t m, int64_t n, int64_t k, const void* A, int64_t lda, const void* B,
             int64_t ldb, float* C, int64_t ldc, float beta, const float* bias);
-  // A bfloat16 copy of n contiguous floats in a scratch block (released by the caller).
-  void* bf16_copy(const float* x, int64_t n);
   Plan& plan(const Key& key, const float* bias);
 
   cudaStream_t stream_;
