@@ -25,6 +25,7 @@
 #include "common/mpi_benchmark.hpp"
 #include "core/blas_runtime.hpp"
 #include "core/mpi_start.hpp"
+#include "train/stop_signals.hpp"
 
 namespace {
 
@@ -102,6 +103,9 @@ int64_t parse_bytes(const std::string& s) {
 
 int main(int argc, char** argv) {
   trident::tune_blas_for_this_cpu(argc, argv);  // may re-exec the process; before MPI_Init
+  // A re-execution above leaves SIGUSR1, SIGTERM and SIGINT blocked; this program handles none of
+  // them itself, so their default actions (and any handler a test installs) apply again.
+  trident::unblock_stop_signals();
   trident::start_mpi(&argc, &argv);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

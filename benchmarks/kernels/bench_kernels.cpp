@@ -12,6 +12,7 @@
 
 #include "core/blas_runtime.hpp"
 #include "kernels.hpp"
+#include "train/stop_signals.hpp"
 
 namespace {
 
@@ -398,6 +399,9 @@ BENCHMARK(BM_scale)->Unit(benchmark::kMicrosecond);
 
 int main(int argc, char** argv) {
   trident::tune_blas_for_this_cpu(argc, argv);  // may re-exec with OPENBLAS_CORETYPE set
+  // A re-execution above leaves SIGUSR1, SIGTERM and SIGINT blocked; this program handles none of
+  // them itself, so their default actions (and any handler a test installs) apply again.
+  trident::unblock_stop_signals();
   Kokkos::initialize(argc, argv);
   int rc = 0;
   {

@@ -54,6 +54,7 @@
 #include "model/flops.hpp"
 #include "train/metrics.hpp"
 #include "train/trainer.hpp"
+#include "train/stop_signals.hpp"
 
 namespace {
 
@@ -515,6 +516,9 @@ int activation_report(const char* mode) {
 
 int main(int argc, char** argv) {
   trident::tune_blas_for_this_cpu(argc, argv);  // may re-exec with OPENBLAS_CORETYPE set (not on a known CPU)
+  // A re-execution above leaves SIGUSR1, SIGTERM and SIGINT blocked; this program handles none of
+  // them itself, so their default actions (and any handler a test installs) apply again.
+  trident::unblock_stop_signals();
   trident::start_mpi(&argc, &argv);
   int rc = 0;
   {

@@ -9,7 +9,9 @@
 namespace trident {
 
 // Call first thing in main(), before MPI_Init: it may re-exec the process with the same arguments,
-// with SIGUSR1, SIGTERM and SIGINT blocked (pending signals survive the exec; the new image unblocks them).
+// with SIGUSR1, SIGTERM and SIGINT blocked (pending signals survive the exec). The new image finds them
+// still blocked: every main calls unblock_stop_signals() (train/stop_signals.hpp) once its handlers, if
+// any, are installed (trident's cli_main, the test main, the benchmarks).
 void tune_blas_for_this_cpu(int argc, char** argv);
 
 // The OpenBLAS kernel family in use (e.g. "SkylakeX", "Haswell", "Prescott").

@@ -20,6 +20,7 @@
 #include "core/log.hpp"
 #include "common/test_support.hpp"
 #include "core/mpi_start.hpp"
+#include "train/stop_signals.hpp"
 
 namespace {
 
@@ -76,6 +77,9 @@ bool environment_skipped(const testing::UnitTest& unit) {
 
 int main(int argc, char** argv) {
   trident::tune_blas_for_this_cpu(argc, argv);
+  // A re-execution above leaves SIGUSR1, SIGTERM and SIGINT blocked; the test programs install no
+  // handler here, so the default actions (and the handlers a test installs) apply again.
+  trident::unblock_stop_signals();
   trident::start_mpi(&argc, &argv);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
