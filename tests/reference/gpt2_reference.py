@@ -16,6 +16,8 @@ Causal attention with scale 1/sqrt(HD).
 the LM head; not attention's) multiply operands rounded to 8 / 11 significant bits (round to nearest,
 ties to even), forward and backward (dX from the rounded dY and W, dW from the rounded X and dY), the
 products and sums in the reference's dtype: PyTorch's float32 matmul precision "medium" / "high".
+--autocast bf16 (train, with --dtype float32): the forward under torch.autocast("cpu", bfloat16), PyTorch's
+own CPU mixed precision; a comparison run for trident's bf16 (benchmarks/precision/), not an exact reference.
 
 Data: llm.c token shards (header of 256 int32: magic 20240520, version 1, count; then uint16 tokens).
 Sample j of 0-based step s is the window of T+1 tokens starting at ((s*global_batch + j)*T) mod n,
@@ -34,6 +36,7 @@ Subcommands (every output is also summarised as JSON on stdout):
   selftest      the reference against torch's own ops and a naive per-head, per-position attention
 """
 import argparse
+import contextlib
 import json
 import math
 import re
@@ -417,6 +420,12 @@ def train_model(P, T, forward_fn, a):
     params = list(P.values())
     positions = a.global_batch * T
     history = []
+    # --autocast bf16: PyTorch's CPU mixed precision as its users run it (float32 parameters, the ops
+    # on autocast's lower-precision list in bf16), a comparison for trident's bf16 runs, not a reference.
+    if a.autocast == "bf16" and a.dtype != "float32":
+        raise SystemExit("--autocast bf16 needs --dtype float32 (autocast keeps float32 parameters)")
+    autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if a.autocast == "bf16"
+                else contextlib.nullcontext())
     for step in range(1, a.steps + 1):
         lr = learning_rate(step, a)
         for g in opt.param_groups:
@@ -425,7 +434,8 @@ def train_model(P, T, forward_fn, a):
         loss_sum = 0.0
         for mb in range(a.global_batch // a.micro_batch):
             x, y = batch(tokens, step - 1, mb * a.micro_batch, a.micro_batch, T, a.global_batch)
-            s = forward_fn(P, x, y)
+            with autocast:
+                s = forward_fn(P, x, y)
             (s / positions).backward()  # gradients accumulate over micro-batches
             loss_sum += float(s.item())
         if a.grad_clip > 0:
@@ -435,7 +445,7 @@ def train_model(P, T, forward_fn, a):
         opt.step()
         history.append({"step": step, "lr": lr, "loss": loss_sum / positions, "grad_norm": norm,
                         "clipped": bool(a.grad_clip > 0 and norm > a.grad_clip)})
-    result = {"dtype": a.dtype, "steps": history}
+    result = {"dtype": a.dtype, "autocast": a.autocast, "steps": history}
     if a.out_weights:
         write_safetensors(a.out_weights, {k: p.detach().numpy() for k, p in P.items()}, "F64")
         result["weights"] = a.out_weights
@@ -462,6 +472,7 @@ def add_train_arguments(t):
     t.add_argument("--grad-clip", type=float, default=1.0)
     t.add_argument("--dtype", choices=["float64", "float32"], default="float64")
     t.add_argument("--matmul-precision", choices=["fp32", "tf32", "bf16"], default="fp32")
+    t.add_argument("--autocast", choices=["none", "bf16"], default="none")
     t.add_argument("--out-weights")
     t.add_argument("--json")
 
