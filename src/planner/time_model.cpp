@@ -86,7 +86,7 @@ TimeBreakdown estimate_time(const Config& cfg, const ClusterSpec& cluster, const
   const double act_full = layer_activation_bytes(shape, Recompute::None);
 
   const double layer_fwd = layer_forward_flops(m, T) / t;
-  const double attn_core = 4 * T * s * C / t;  // what selective recompute repeats
+  const double attn_core = 2 * T * s * C / t;  // what selective recompute repeats (causal: model/flops.hpp)
   const double M = e * T * C;                   // one activation tensor [b, s, h]
 
   TimeBreakdown tb;
@@ -215,7 +215,7 @@ TimeBreakdown estimate_time(const Config& cfg, const ClusterSpec& cluster, const
   tb.model_flops = model_flops_per_token(m) * tokens;
   double hw = tb.model_flops + 3.0 * 2.0 * tokens * C * (Vp - double(m.vocab_size));
   if (l.recompute == Recompute::Full) hw += double(m.layers) * layer_forward_flops(m, tokens);
-  if (l.recompute == Recompute::Selective) hw += double(m.layers) * 4 * tokens * s * C;
+  if (l.recompute == Recompute::Selective) hw += double(m.layers) * 2 * tokens * s * C;
   tb.hardware_flops = hw;
   tb.peak_tflops = bf16 ? cluster.peak_tflops_bf16 : cluster.peak_tflops_fp32;
   const double devices = double(placement.devices_used);
