@@ -217,7 +217,12 @@ TimeBreakdown estimate_time(const Config& cfg, const ClusterSpec& cluster, const
   if (l.recompute == Recompute::Full) hw += double(m.layers) * layer_forward_flops(m, tokens);
   if (l.recompute == Recompute::Selective) hw += double(m.layers) * 2 * tokens * s * C;
   tb.hardware_flops = hw;
-  tb.peak_tflops = bf16 ? cluster.peak_tflops_bf16 : cluster.peak_tflops_fp32;
+  // MFU against the peak of the units the GEMMs run on: tensor cores (bf16 peak) for bf16 training and for
+  // fp32 training whose GEMM operands are rounded to bf16 or TF32 on a cluster with tensor cores (as in
+  // gemm_rate), the fp32 peak otherwise. (Until 2026-11-26 rounded operands were measured against the fp32
+  // peak: an H100's MFU read 467%.)
+  const bool rounded = cfg.train.matmul_precision != MatmulPrecision::FP32 && cluster.peak_tflops_bf16 > 0;
+  tb.peak_tflops = bf16 || rounded ? cluster.peak_tflops_bf16 : cluster.peak_tflops_fp32;
   const double devices = double(placement.devices_used);
   tb.tflops_per_gpu = tb.model_flops / tb.step / devices / 1e12;
   tb.mfu = tb.tflops_per_gpu / tb.peak_tflops;

@@ -103,6 +103,23 @@ TEST(TimeModel, GemmRateFollowsTheMatmulPrecision) {
   EXPECT_NEAR(gemm_rate(cpu, t, 1e12), cpu.peak_tflops_fp32 * 1e12, 1.0);
 }
 
+// MFU's peak is that of the units the GEMMs run on (gemm_rate's choice): fp32 training with bf16 or TF32
+// operands on tensor cores is measured against the bf16 peak, exact fp32 against the fp32 peak, and on a
+// cluster without tensor cores rounded operands against the fp32 peak.
+TEST(TimeModel, MfuPeakFollowsTheMatmulPrecision) {
+  Config cfg = test::gpt3_175b();
+  cfg.train.precision = Precision::FP32;
+  const Layout l{8, 16, 8, 1, Schedule::OneFOneB, 1, 1, Recompute::Selective, true};
+  const ClusterSpec a100 = cluster_preset("a100-80g"), cpu = cluster_preset("cpu");
+  cfg.train.matmul_precision = MatmulPrecision::BF16;
+  EXPECT_EQ(evaluate(cfg, a100, l).time.peak_tflops, 312);
+  EXPECT_EQ(evaluate(cfg, cpu, l).time.peak_tflops, cpu.peak_tflops_fp32);
+  cfg.train.matmul_precision = MatmulPrecision::TF32;
+  EXPECT_EQ(evaluate(cfg, a100, l).time.peak_tflops, 312);
+  cfg.train.matmul_precision = MatmulPrecision::FP32;
+  EXPECT_EQ(evaluate(cfg, a100, l).time.peak_tflops, 19.5);
+}
+
 // The step is m clocks plus the bubble plus the tail, and the bubble is the formula times m clocks.
 TEST(TimeModel, StepIsPipelinePlusBubblePlusTail) {
   const Config cfg = test::gpt3_175b();
