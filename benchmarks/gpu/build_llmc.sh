@@ -28,6 +28,7 @@ if [ -z "$have_dev" ]; then
     printf 'void trident_nvml_stand_in(void) {}\n' | cc -shared -fPIC -x c - -o "$link/libnvidia-ml.so"
   fi
 fi
+rm -f "$dir/train_gpt2cu"  # a failed build must not leave an older binary behind
 t0=$SECONDS
 (cd "$dir" && PATH="$(dirname "$nvcc"):$PATH" make train_gpt2cu NO_MULTI_GPU=1 NO_USE_MPI=1 USE_CUDNN=0 \
   GPU_COMPUTE_CAPABILITY="$arch" NVCC_LDLIBS="-L$link" >build.log 2>&1) \
