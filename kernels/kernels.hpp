@@ -169,8 +169,12 @@ class Kernels {
 
   // ---- the device ----
   // Achievable dense TFLOP/s of one rank's device for MFU when runtime.peak_tflops is 0: the CPU's
-  // measured sgemm rate (Kokkos), the GPU's dense bf16 tensor-core peak (CUDA).
+  // measured sgemm rate (Kokkos), the GPU's dense bf16 tensor-core peak derived from its clock (CUDA;
+  // used only for a GPU that src/train/gpu_peaks.hpp's data-sheet table does not name).
   virtual double peak_tflops() = 0;
+  // The device's name as its runtime reports it (CUDA: cudaDeviceProp::name, e.g. "NVIDIA H100 80GB
+  // HBM3"); empty on the host backend.
+  virtual std::string device_name() const { return ""; }
   // Bytes of backend memory allocated now and at the most so far (the caching allocator's view on
   // the GPU; what alloc() handed out on the host).
   virtual int64_t allocated_bytes() const = 0;

@@ -9,7 +9,12 @@ clip_grad_norm_(1.0), fused AdamW (decay on 2-D tensors), as trident's Trainer::
 --precision bf16: bf16 autocast over fp32 master weights. --matmul-precision high / medium: fp32 with
 torch.set_float32_matmul_precision (TF32 / bfloat16 inside every fp32 matmul, attention's included; what
 trident's train.matmul_precision = tf32 / bf16 does to its linear layers). --compile: torch.compile the model.
-Random tokens, already on the GPU. Median of --steps timed steps after --warmup.
+--sdpa flash: scaled_dot_product_attention restricted to its flash-attention backend (an error where flash
+cannot run, e.g. fp32), instead of PyTorch's own choice. Random tokens, already on the GPU. Median of --steps
+timed steps after --warmup; the RESULT line also lists every timed step (step_ms).
+The bf16 comparison with llm.c (benchmarks/gpu/compare_bf16.sh):
+  python3 pytorch_gpu_step.py --layers 36 --hidden 1280 --heads 20 --batch 8 --precision bf16 --compile \
+    --sdpa flash --steps 30
 
   python3 pytorch_gpu_step.py --layers 12 --hidden 768 --heads 12 --batch 8 --seq 1024 --precision fp32
 Prints one line starting with RESULT (JSON).
@@ -69,12 +74,18 @@ def main():
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--matmul-precision", choices=["highest", "high", "medium"], default="highest")
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--sdpa", choices=["auto", "flash"], default="auto")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision(a.matmul_precision)
+    if a.sdpa == "flash":  # only the flash backend is left enabled (global flags, so torch.compile sees them too)
+        for other in ("enable_math_sdp", "enable_mem_efficient_sdp", "enable_cudnn_sdp"):
+            if hasattr(torch.backends.cuda, other):  # (cudnn_sdp: torch >= 2.4)
+                getattr(torch.backends.cuda, other)(False)
+        torch.backends.cuda.enable_flash_sdp(True)
     torch.manual_seed(0)
     dev = "cuda"
     model = GPT(a.vocab, a.seq, a.layers, a.hidden, a.heads).to(dev)
@@ -102,10 +113,12 @@ def main():
     ms = statistics.median(times) * 1e3
     tok = a.batch * a.seq / (ms / 1e3)
     print("RESULT " + json.dumps({"system": "pytorch" + ("-compile" if a.compile else "-eager"), "precision": a.precision,
-                                  "matmul_precision": a.matmul_precision,
+                                  "matmul_precision": a.matmul_precision, "sdpa": a.sdpa,
+                                  "torch": torch.__version__, "device": torch.cuda.get_device_name(),
                                   "layers": a.layers, "hidden": a.hidden, "batch": a.batch, "seq": a.seq,
                                   "ms_per_step": round(ms, 2), "tokens_per_s": round(tok),
-                                  "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2)}))
+                                  "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2),
+                                  "step_ms": [round(t * 1e3, 3) for t in times]}))
 
 
 if __name__ == "__main__":

@@ -219,6 +219,7 @@ class CudaKernels final : public Kernels {
 
   // ---- the device ----
   // Dense bf16 tensor-core peak: SMs x clock (cudaDevAttrClockRate: the peak clock, kHz) x FLOP/clock/SM.
+  // MFU uses it only for a device the data-sheet table (src/train/gpu_peaks.hpp) does not name.
   double peak_tflops() override {
     int sms = 0, clock_khz = 0, major = 0, minor = 0;
     TRIDENT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_));
@@ -226,6 +227,11 @@ class CudaKernels final : public Kernels {
     TRIDENT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_));
     TRIDENT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_));
     return double(sms) * double(clock_khz) * 1e3 * double(bf16_flop_per_clock_per_sm(major, minor)) / 1e12;
+  }
+  std::string device_name() const override {
+    cudaDeviceProp prop{};
+    TRIDENT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+    return std::string(prop.name);
   }
   int64_t allocated_bytes() const override { return alloc_.allocated(); }
   int64_t peak_allocated_bytes() const override { return alloc_.peak(); }

@@ -437,7 +437,9 @@ std::vector<KeySpec> build() {
                      "backend always uses mpi. Host-side values (losses, norms, signals) always go over MPI.",
                      "\"nccl\" on cuda, \"mpi\" on cpu"));
   k.push_back(real("runtime", "peak_tflops", &RuntimeConfig::peak_tflops, &Config::runtime, 0.0, false, inf,
-                   "Peak TFLOP/s per rank used for MFU; 0 = the backend's own estimate."));
+                   "Peak TFLOP/s per rank used for MFU; 0 = the backend's own: on a GPU the dense bf16 figure of "
+                   "NVIDIA's data sheet for the device's product (clock-derived for a GPU not in trident's table), "
+                   "on the CPU the measured sgemm peak."));
   k.push_back(text("runtime", "trace", &RuntimeConfig::trace, &Config::runtime, "empty, or a file path",
                    "Chrome trace JSON of the per-stage timeline; empty = none."));
   k.push_back(real("runtime", "collective_timeout_s", &RuntimeConfig::collective_timeout_s, &Config::runtime, 0.0,

@@ -86,7 +86,7 @@ TimeBreakdown estimate_time(const Config& cfg, const ClusterSpec& cluster, const
   const double act_full = layer_activation_bytes(shape, Recompute::None);
 
   const double layer_fwd = layer_forward_flops(m, T) / t;
-  const double attn_core = 4 * T * s * C / t;  // what selective recompute repeats
+  const double attn_core = 2 * T * s * C / t;  // what selective recompute repeats (causal: model/flops.hpp)
   const double M = e * T * C;                   // one activation tensor [b, s, h]
 
   TimeBreakdown tb;
@@ -215,9 +215,14 @@ TimeBreakdown estimate_time(const Config& cfg, const ClusterSpec& cluster, const
   tb.model_flops = model_flops_per_token(m) * tokens;
   double hw = tb.model_flops + 3.0 * 2.0 * tokens * C * (Vp - double(m.vocab_size));
   if (l.recompute == Recompute::Full) hw += double(m.layers) * layer_forward_flops(m, tokens);
-  if (l.recompute == Recompute::Selective) hw += double(m.layers) * 4 * tokens * s * C;
+  if (l.recompute == Recompute::Selective) hw += double(m.layers) * 2 * tokens * s * C;
   tb.hardware_flops = hw;
-  tb.peak_tflops = bf16 ? cluster.peak_tflops_bf16 : cluster.peak_tflops_fp32;
+  // MFU against the peak of the units the GEMMs run on: tensor cores (bf16 peak) for bf16 training and for
+  // fp32 training whose GEMM operands are rounded to bf16 or TF32 on a cluster with tensor cores (as in
+  // gemm_rate), the fp32 peak otherwise. (Until 2026-11-26 rounded operands were measured against the fp32
+  // peak: an H100's MFU read 467%.)
+  const bool rounded = cfg.train.matmul_precision != MatmulPrecision::FP32 && cluster.peak_tflops_bf16 > 0;
+  tb.peak_tflops = bf16 || rounded ? cluster.peak_tflops_bf16 : cluster.peak_tflops_fp32;
   const double devices = double(placement.devices_used);
   tb.tflops_per_gpu = tb.model_flops / tb.step / devices / 1e12;
   tb.mfu = tb.tflops_per_gpu / tb.peak_tflops;

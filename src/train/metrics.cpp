@@ -67,6 +67,8 @@ void MetricsWriter::write(const StepMetrics& m) {
   if (m.val_loss) j["val_loss"] = *m.val_loss;
   if (m.sample) j["sample"] = *m.sample;
   j["dp_wait_ms"] = m.dp_wait_ms;
+  j["peak_tflops"] = m.peak_tflops;
+  j["peak_source"] = m.peak_source;
   const MemoryAccount& a = m.memory;
   j["memory_bytes"] = {{"parameters", a.parameters}, {"gradients", a.gradients}, {"optimizer", a.optimizer},
                        {"activations", a.activations}, {"buffers", a.buffers},     {"runtime", a.runtime()},

@@ -36,6 +36,8 @@ struct StepMetrics {
   double tokens_per_s = 0;
   double tflops = 0;             // achieved model TFLOP/s per rank
   double mfu = 0;                // tflops / peak
+  double peak_tflops = 0;        // MFU's reference per rank, and where it came from (train/peak_throughput.hpp)
+  std::string peak_source;
   double memory_gib = 0;         // peak resident memory of this process
   double backend_memory_gib = 0; // peak backend memory (device memory on a GPU) allocated so far
   double eta_s = 0;              // estimated time to the last step

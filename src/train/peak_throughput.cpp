@@ -20,6 +20,7 @@
 #include "core/splitmix64.hpp"
 #include "core/utc_time.hpp"
 #include "kernels.hpp"
+#include "train/gpu_peaks.hpp"
 
 extern "C" int openblas_get_num_threads(void);
 
@@ -138,9 +139,18 @@ void write_cpu_peak(const std::string& path, const std::string& key, double tflo
   }
 }
 
+PeakThroughput gpu_peak_throughput(const std::string& device_name, const std::function<double()>& clock_derived) {
+  if (const auto p = find_gpu_peak(device_name))
+    return {p->bf16_dense_tflops, fmt::format("{} dense bf16 peak from NVIDIA's data sheet, for device \"{}\"",
+                                              p->product, p->device_name)};
+  return {clock_derived(), fmt::format("clock-derived, device not in the table: \"{}\"; SMs x peak clock x bf16 "
+                                       "FLOP/clock/SM (set runtime.peak_tflops to use another figure)",
+                                       device_name)};
+}
+
 PeakThroughput resolve_peak_throughput(const Config& cfg, Kernels& k, Group* world) {
   if (cfg.runtime.peak_tflops > 0) return {cfg.runtime.peak_tflops, "runtime.peak_tflops"};
-  if (cfg.runtime.backend != Backend::Cpu) return {k.peak_tflops(), "the GPU's dense bf16 peak"};
+  if (cfg.runtime.backend != Backend::Cpu) return gpu_peak_throughput(k.device_name(), [&] { return k.peak_tflops(); });
   PeakThroughput p;
   if (!world || world->rank() == 0) p = cpu_peak_on_this_rank(k);
   if (world && world->size() > 1) {

@@ -5,6 +5,7 @@
 // and kept in a small file under $XDG_CACHE_HOME/trident (or ~/.cache/trident), keyed by the CPU
 // model, the BLAS kernel family (OPENBLAS_CORETYPE's effect) and the BLAS thread count. A cache file
 // that cannot be read or does not parse is ignored with a warning and written again.
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -17,7 +18,8 @@ class Kernels;
 
 struct PeakThroughput {
   double tflops = 0;   // per rank
-  std::string source;  // for the log: "runtime.peak_tflops", "measured now ...", "cached in PATH ..."
+  std::string source;  // for the log and the metrics: "runtime.peak_tflops", "measured now ...", "cached in
+                       // PATH ...", "H100 SXM dense bf16 peak from NVIDIA's data sheet ...", "clock-derived ..."
 };
 
 // Repetitions of the backend's sgemm measurement (about 0.1 s each); the best one is the peak.
@@ -38,7 +40,12 @@ std::optional<double> read_cpu_peak(const std::string& path, const std::string& 
 // OutputError.
 void write_cpu_peak(const std::string& path, const std::string& key, double tflops);
 
-// runtime.peak_tflops when set; the GPU's figure from the backend; else the cached CPU figure, or one
+// A GPU's reference: the data-sheet figure of its product when train/gpu_peaks.hpp names `device_name`
+// (source "H100 SXM dense bf16 peak from NVIDIA's data sheet, ..."), else `clock_derived()` (source
+// "clock-derived, device not in the table: ...").
+PeakThroughput gpu_peak_throughput(const std::string& device_name, const std::function<double()>& clock_derived);
+
+// runtime.peak_tflops when set; a GPU's figure (gpu_peak_throughput); else the cached CPU figure, or one
 // measured now and cached. Collective over `world` when given (rank 0 reads, measures and writes; the
 // others take its figure), so every rank reports MFU against the same reference.
 PeakThroughput resolve_peak_throughput(const Config& cfg, Kernels& kernels, Group* world);

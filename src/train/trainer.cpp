@@ -241,6 +241,8 @@ StepMetrics Trainer::train_step(int64_t step) {
   m.tokens_per_s = positions / (m.step_ms / 1e3);
   m.tflops = flops_per_token_ * positions / (m.step_ms / 1e3) / 1e12 / double(cfg_.mesh.world_size());
   m.mfu = m.tflops / peak_tflops_;
+  m.peak_tflops = peak_tflops_;
+  m.peak_source = peak_source_;
   m.memory_gib = double(m.memory.peak_rss) / double(1 << 30);
   m.backend_memory_gib = double(k_.peak_allocated_bytes()) / double(1 << 30);
   return m;

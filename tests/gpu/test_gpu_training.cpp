@@ -33,6 +33,8 @@
 #include "deck/deck.hpp"
 #include "model/gpt.hpp"
 #include "model/parameters.hpp"
+#include "train/gpu_peaks.hpp"
+#include "train/peak_throughput.hpp"
 #include "train/trainer.hpp"
 
 namespace trident::test {
@@ -263,6 +265,33 @@ TrainRun train(const std::string& deck, const std::string& ckpt_dir, const std::
     r.loss[j.at("step").get<int64_t>()] = j.at("loss").get<double>();
   }
   return r;
+}
+
+// MFU's reference on the CUDA backend: the device's name from the runtime, the data sheet's figure when
+// train/gpu_peaks.hpp names it, else the clock-derived one, said to be so. gpu-sim's device ("gpu-sim
+// NVIDIA H100 80GB HBM3", gpusim/src/devices.cpp) is not in the table: 132 SMs x 1.98 GHz x 4096 bf16
+// FLOP/clock/SM (sm_90) = 1070.5 TFLOP/s.
+TEST_F(GpuTraining, MfuReferenceIsTheDataSheetPeakOrSaysClockDerived) {
+  Kernels& k = gpu_->kernels();
+  const std::string name = k.device_name();
+  ASSERT_FALSE(name.empty());
+  Config cfg;
+  cfg.runtime.backend = Backend::Cuda;
+  const PeakThroughput p = resolve_peak_throughput(cfg, k, nullptr);
+  std::printf("device \"%s\": MFU reference %.1f TFLOP/s (%s)\n", name.c_str(), p.tflops, p.source.c_str());
+  if (const auto entry = find_gpu_peak(name)) {
+    EXPECT_EQ(p.tflops, entry->bf16_dense_tflops);
+    EXPECT_EQ(p.source.rfind(entry->product + " dense bf16 peak from NVIDIA's data sheet", 0), 0u) << p.source;
+  } else {
+    EXPECT_EQ(p.source.rfind("clock-derived, device not in the table: \"" + name + "\"", 0), 0u) << p.source;
+    EXPECT_GT(p.tflops, 0);
+  }
+  if (name.rfind("gpu-sim ", 0) == 0) {
+    EXPECT_FALSE(find_gpu_peak(name));
+    EXPECT_NEAR(p.tflops, 132 * 1.98e9 * 4096 / 1e12, 1e-6);
+  }
+  cfg.runtime.peak_tflops = 2;  // the deck's figure wins
+  EXPECT_EQ(resolve_peak_throughput(cfg, k, nullptr).source, "runtime.peak_tflops");
 }
 
 TEST(GpuCheckpoints, GpuCheckpointResumesBitwiseOnGpuAndLoadsOnCpu) {

@@ -40,15 +40,35 @@ TEST(TimeModel, Collectives) {
 }
 
 // Narayanan et al. 2021, eq. (3) without recompute (72 instead of 96): FLOPs per step
-// = 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) for ffn = 4h. Our count (model/flops.hpp, shared with the
-// training summary) sums the GEMMs one by one.
-TEST(TimeModel, ModelFlopsMatchNarayananClosedForm) {
+// = 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) for ffn = 4h; its attention term s/(6h) counts all s^2
+// products of QK^T and AV, of which the causal mask leaves half: s/(12h), llm.c's 6LTd (model/flops.hpp).
+// Our count (shared with the training summary) sums the GEMMs one by one.
+TEST(TimeModel, ModelFlopsMatchNarayananClosedFormWithTheCausalDiscount) {
   const Config cfg = test::gpt3_175b();
   const double B = 1536, s = 2048, l = 96, h = 12288, V = 51200;
-  const double closed = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+  const double closed = 72 * B * s * l * h * h * (1 + s / (12 * h) + V / (12 * l * h));
   EXPECT_NEAR(model_flops_per_token(cfg.model) * B * s / closed, 1.0, 1e-12);
-  // Per layer forward for one sequence: 24 s h^2 + 4 s^2 h.
-  EXPECT_DOUBLE_EQ(layer_forward_flops(cfg.model, s), 24 * s * h * h + 4 * s * s * h);
+  // Per layer forward for one sequence: 24 s h^2 + 2 s^2 h.
+  EXPECT_DOUBLE_EQ(layer_forward_flops(cfg.model, s), 24 * s * h * h + 2 * s * s * h);
+}
+
+// llm.c's MFU numerator for GPT-2 124M at T 1024 (its gpt2_estimate_mfu: 6N + 6LTd per token, N =
+// 124,475,904 with the vocabulary padded to 50304, the published parameter count of its d12 model)
+// against ours, which leaves out the embedding lookups (wte beyond the LM head's padding, wpe),
+// LayerNorms and biases: 0.7% fewer.
+TEST(TimeModel, ModelFlopsAgainstLlmcFormulaForGpt2Small) {
+  Config cfg;
+  cfg.model.vocab_size = 50257;
+  cfg.model.seq_len = 1024;
+  cfg.model.layers = 12;
+  cfg.model.hidden = 768;
+  cfg.model.heads = 12;
+  cfg.model.ffn_hidden = 4 * 768;
+  const double llmc = 6.0 * 124475904 + 6.0 * 12 * 1024 * 768;
+  // The non-GEMM parameters: wpe 1024*768, LayerNorms 2*768 per norm (2 per layer and the final one),
+  // biases 3*768 + 768 + 4*768 + 768 per layer; and the 47 padded vocabulary rows, 47*768.
+  const double non_gemm = 1024.0 * 768 + 25 * 2 * 768 + 12 * 9 * 768 + 47 * 768;
+  EXPECT_NEAR(model_flops_per_token(cfg.model), llmc - 6 * non_gemm, 1.0);
 }
 
 TEST(TimeModel, GemmRateSaturates) {
@@ -81,6 +101,23 @@ TEST(TimeModel, GemmRateFollowsTheMatmulPrecision) {
   cpu.gemm_half_gflop = 0.0;
   cpu.gemm_efficiency = 1.0;
   EXPECT_NEAR(gemm_rate(cpu, t, 1e12), cpu.peak_tflops_fp32 * 1e12, 1.0);
+}
+
+// MFU's peak is that of the units the GEMMs run on (gemm_rate's choice): fp32 training with bf16 or TF32
+// operands on tensor cores is measured against the bf16 peak, exact fp32 against the fp32 peak, and on a
+// cluster without tensor cores rounded operands against the fp32 peak.
+TEST(TimeModel, MfuPeakFollowsTheMatmulPrecision) {
+  Config cfg = test::gpt3_175b();
+  cfg.train.precision = Precision::FP32;
+  const Layout l{8, 16, 8, 1, Schedule::OneFOneB, 1, 1, Recompute::Selective, true};
+  const ClusterSpec a100 = cluster_preset("a100-80g"), cpu = cluster_preset("cpu");
+  cfg.train.matmul_precision = MatmulPrecision::BF16;
+  EXPECT_EQ(evaluate(cfg, a100, l).time.peak_tflops, 312);
+  EXPECT_EQ(evaluate(cfg, cpu, l).time.peak_tflops, cpu.peak_tflops_fp32);
+  cfg.train.matmul_precision = MatmulPrecision::TF32;
+  EXPECT_EQ(evaluate(cfg, a100, l).time.peak_tflops, 312);
+  cfg.train.matmul_precision = MatmulPrecision::FP32;
+  EXPECT_EQ(evaluate(cfg, a100, l).time.peak_tflops, 19.5);
 }
 
 // The step is m clocks plus the bubble plus the tail, and the bubble is the formula times m clocks.

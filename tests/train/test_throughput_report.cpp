@@ -2,7 +2,8 @@
 // training FLOPs of the model, computed here from its shape with the convention of model/flops.hpp
 // (Narayanan et al. 2021, Sec. 5.1): every GEMM, 2 FLOPs per multiply-add; per layer and token in the
 // forward pass QKV 2*C*3C, the attention output projection 2*C*C, the MLP 2*C*4C twice, and the
-// attention products QK^T and AV 2*T*C each (the causal mask not discounted); the LM head 2*C*V, tied
+// attention products QK^T and AV T*C each (2*T*C without the causal mask, which leaves half of the [T,T]
+// products: llm.c's 6LTd); the LM head 2*C*V, tied
 // or not; backward twice the forward. Embedding lookups, LayerNorms and biases are not GEMMs.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -23,7 +24,7 @@ constexpr double kPeakTflops = 1e-6;  // tiny, so that MFU has four significant 
 
 // The head is one C x V GEMM whether or not it shares the token embedding's weights.
 double training_flops_per_token() {
-  const double layer_forward = 2 * C * 3 * C + 2 * C * C + 2 * (2 * C * 4 * C) + 2 * (2 * T * C);
+  const double layer_forward = 2 * C * 3 * C + 2 * C * C + 2 * (2 * C * 4 * C) + 2 * (T * C);
   return 3 * (L * layer_forward + 2 * C * V);
 }
 
