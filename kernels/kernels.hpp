@@ -85,6 +85,12 @@ class Kernels {
 
   // ---- matmul with bias: out[N,OC] = inp[N,IC] weight[OC,IC]^T + bias[OC] (bias may be null) ----
   // The GEMMs' operand precision (core/matmul_precision.hpp; FP32 until set); the bias is added in fp32.
+  // Attention's products follow BF16 where attention_follows_bf16 (below) says so, on both backends
+  // alike: forward q, k, v rounded to bf16 (nearest even) for S = q k^T and P rounded for P v, the
+  // softmax in fp32 (its row sums from the unrounded P); backward q, k, v, dout rounded, D from the
+  // rounded dout, P = exp(s - lse) in fp32, P rounded for dv = P^T dout, dS = P (dP - D) rounded for dq
+  // and dk; every product summed in fp32 (CUDA: tensor cores, cuda/attention_tc.cu). Other head sizes,
+  // TF32 (attention stays fp32 there) and attention_forward_rows (incremental decoding) stay fp32.
   virtual void set_matmul_precision(MatmulPrecision precision) = 0;
   virtual void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
                               int64_t N, int64_t IC, int64_t OC) = 0;
@@ -104,7 +110,9 @@ class Kernels {
   // that outlives one tile). Softmax probabilities are p[t,j] = exp(s[t,j] - lse[t]).
   virtual void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH,
                                  int64_t KVH, int64_t HD) = 0;
-  // The forward of the query rows [q_begin, q_begin + q_count) of each sequence alone: out [B, q_count, NH*HD],
+  // The forward of the query rows [q_begin, q_begin + q_count) of each sequence alone (always fp32, whatever
+  // the matmul precision: under bf16 a decoder's rows differ from the bf16 training forward's by bf16
+  // rounding): out [B, q_count, NH*HD],
   // row t attending to the keys 0..t of qkv as in attention_forward (rows of qkv past q_begin + q_count
   // are never read; no lse). Incremental decoding keeps the qkv rows of the tokens so far as its KV cache
   // and computes only the new rows. The values of attention_forward's rows up to rounding (the tiles'
@@ -197,6 +205,13 @@ std::unique_ptr<Kernels> make_cuda_kernels();
 // RoPE's table for positions [0, positions) at head size HD (even): [positions, HD/2, 2] of (cos, sin),
 // the angles p * theta^(-2i/HD) computed in double and rounded once.
 std::vector<float> rope_table(double theta, int64_t HD, int64_t positions);
+
+// Whether attention_forward/backward round their products' operands to bf16 (set_matmul_precision):
+// under BF16, for head sizes 64 and 128, those the CUDA backend has tensor-core kernels for; both
+// backends follow this rule, so they compute the same numbers for every head size.
+inline bool attention_follows_bf16(MatmulPrecision precision, int64_t HD) {
+  return precision == MatmulPrecision::BF16 && (HD == 64 || HD == 128);
+}
 
 // attention_forward_rows' precondition, checked by every backend.
 inline bool attention_rows_valid(int64_t T, int64_t q_begin, int64_t q_count) {

@@ -41,7 +41,7 @@ namespace {
 namespace bc = boost::context::detail;
 
 enum class State { NotStarted, Ready, AtBlockBarrier, AtWarpOperation, Done };
-enum class WarpOp { None, Shuffle, Ballot, Syncwarp };
+enum class WarpOp { None, Shuffle, Ballot, Syncwarp, Collective };
 
 // A fiber stack with a guard page below it (a stack overflow faults instead of corrupting memory).
 struct Stack {
@@ -87,6 +87,8 @@ struct Request {  // one lane's part of a warp operation
   detail::ShuffleMode mode = detail::ShuffleMode::Index;
   unsigned b = 0, c = 0;
   int predicate = 0;
+  void* arguments = nullptr;  // a warp collective's (its lane's arguments, its completion)
+  detail::WarpCollective collective = nullptr;
 };
 
 struct Warp {
@@ -391,6 +393,11 @@ int source_lane(unsigned lane, const Request& r) {
 
 // Every lane of the mask has arrived: each gets its result, the waiting ones become ready.
 void complete_warp_operation(Block& b, Warp& w, unsigned warp_index) {
+  if (w.op == WarpOp::Collective) {  // the full warp is here (its mask was checked): complete it once
+    void* arguments[32];
+    for (unsigned l = 0; l < 32; ++l) arguments[l] = w.requests[l].arguments;
+    w.requests[0].collective(arguments);
+  }
   unsigned ballot = 0;
   ++w.epoch;
   for (unsigned l = 0; l < 32; ++l)
@@ -426,7 +433,8 @@ uint64_t warp_operation(WarpOp op, unsigned mask, const Request& request, const 
   if (w.arrived == 0) {
     w.expected = mask;
     w.op = op;
-  } else if (w.expected != mask || w.op != op) {
+  } else if (w.expected != mask || w.op != op ||
+             (op == WarpOp::Collective && w.requests[__builtin_ctz(w.arrived)].collective != request.collective)) {
     fail(b, cudaErrorLaunchFailure,
          std::string(what) + ": lanes of the warp are in different warp operations or pass different masks");
   }
@@ -532,6 +540,13 @@ uint64_t shuffle(unsigned mask, uint64_t bits, ShuffleMode mode, unsigned b, uns
   r.b = b;
   r.c = c;
   return warp_operation(WarpOp::Shuffle, mask, r, "__shfl*_sync");
+}
+
+void warp_collective(const char* what, void* arguments, WarpCollective complete) {
+  Request r;
+  r.arguments = arguments;
+  r.collective = complete;
+  warp_operation(WarpOp::Collective, 0xffffffffu, r, what);
 }
 
 unsigned ballot(unsigned mask, int predicate) {

@@ -140,13 +140,18 @@ void run_blocks(const KernelLaunch& l) {
       return;
     }
   }
-  thread_local std::vector<unsigned char> dynamic_shared;
-  dynamic_shared.resize(l.dynamic_shared_bytes);
+  // Dynamic shared memory starts 128-byte aligned, as on a GPU (WMMA tiles there need 32 bytes).
+  constexpr size_t kSharedAlignment = 128;
+  thread_local std::vector<unsigned char> shared_storage;
+  shared_storage.resize(l.dynamic_shared_bytes + kSharedAlignment);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(shared_storage.data());
+  unsigned char* const dynamic_shared =
+      shared_storage.data() + ((kSharedAlignment - base % kSharedAlignment) % kSharedAlignment);
   const dim3 g = l.grid;
   for (uint64_t k : block_order(uint64_t(g.x) * g.y * g.z)) {
     const uint3 index{unsigned(k % g.x), unsigned((k / g.x) % g.y), unsigned(k / (uint64_t(g.x) * g.y))};
-    std::fill(dynamic_shared.begin(), dynamic_shared.end(), 0xFF);  // never-written shared memory reads as NaN
-    if (auto fault = run_block(l, index, dynamic_shared.data())) {
+    std::fill(dynamic_shared, dynamic_shared + l.dynamic_shared_bytes, 0xFF);  // never written: reads as NaN
+    if (auto fault = run_block(l, index, dynamic_shared)) {
       device_fault(fault->error, function_name(l.function) + ", block (" + std::to_string(index.x) + "," +
                                      std::to_string(index.y) + "," + std::to_string(index.z) + "), " + fault->message);
       return;

@@ -144,7 +144,10 @@ class CudaKernels final : public Kernels {
   }
 
   // ---- matmul ----
-  void set_matmul_precision(MatmulPrecision precision) override { matmul_.set_precision(precision); }
+  void set_matmul_precision(MatmulPrecision precision) override {
+    matmul_.set_precision(precision);
+    matmul_precision_ = precision;
+  }
   void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t IC,
                       int64_t OC) override {
     matmul_.forward(out, inp, weight, bias, N, IC, OC);
@@ -157,7 +160,10 @@ class CudaKernels final : public Kernels {
   // ---- attention ----
   void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t KVH,
                          int64_t HD) override {
-    cuda::attention_forward(stream(), out, lse, qkv, B, T, NH, KVH, HD);
+    if (tensor_core_attention(HD))
+      cuda::attention_forward_tc(stream(), out, lse, qkv, B, T, NH, KVH, HD);
+    else
+      cuda::attention_forward(stream(), out, lse, qkv, B, T, NH, KVH, HD);
   }
   void attention_forward_rows(float* out, const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD,
                               int64_t q_begin, int64_t q_count) override {
@@ -165,7 +171,10 @@ class CudaKernels final : public Kernels {
   }
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
                           int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD) override {
-    cuda::attention_backward(stream(), alloc_, dqkv, dout, qkv, out, lse, B, T, NH, KVH, HD);
+    if (tensor_core_attention(HD))
+      cuda::attention_backward_tc(stream(), alloc_, dqkv, dout, qkv, out, lse, B, T, NH, KVH, HD);
+    else
+      cuda::attention_backward(stream(), alloc_, dqkv, dout, qkv, out, lse, B, T, NH, KVH, HD);
   }
 
   // ---- RoPE ----
@@ -262,10 +271,17 @@ class CudaKernels final : public Kernels {
     TRIDENT_CUDA_CHECK(cudaStreamSynchronize(stream()));
   }
 
+  // Attention in bf16 (attention_follows_bf16) runs on tensor cores (attention_tc.cu), everything else
+  // on attention.cu's fp32 kernels.
+  bool tensor_core_attention(int64_t HD) const {
+    return attention_follows_bf16(matmul_precision_, HD) && cuda::tensor_core_attention_supported(HD);
+  }
+
   int device_;
   Stream stream_;
   DeviceAllocator alloc_;
   Matmul matmul_;
+  MatmulPrecision matmul_precision_ = MatmulPrecision::FP32;
   double* sum_partials_;  // kSumMaxBlocks doubles: sum_into's block partials (stream-ordered reuse)
 };
 

@@ -20,9 +20,15 @@
 // on host execution spaces only (the GPU has its own backend, kernels/cuda). The row-wise parts
 // (masking, exponentials, rescaling) are Kokkos kernels over a tile's rows.
 // Tiles are processed one after another in a fixed order and BLAS is deterministic: bit-identical reruns.
+// bf16 (the matmul precision BF16, kernels.hpp set_matmul_precision): the caller passes q, k, v and dout
+// already rounded (copies), and `dropped` = 16 rounds, as the tensor-core kernels do (cuda/attention_tc.cu),
+// the probabilities P before P v (forward; the row sums l use the unrounded P), and P before dv = P^T dy
+// and dS before dq and dk (backward; dS from the unrounded P). Only the query and key tiles differ from
+// the GPU's (128 here, 64 there), and with them the running max a forward tile rounds P against.
 #include <cblas.h>
 
 #include "kokkos/common.hpp"
+#include "kokkos/matmul.hpp"
 
 namespace trident::kk {
 
@@ -73,9 +79,10 @@ KOKKOS_INLINE_FUNCTION int64_t visible_keys(int64_t t, int64_t j0, int64_t nk) {
 // written by the following GEMM with beta 0, so it is not touched here).
 // The row sum is accumulated in double: l sums up to T terms (the interface's rule for long
 // reductions). O and l are rescaled by the same float factor, so its rounding cancels in O / l.
+// dropped > 0: P is stored rounded to its top 32 - dropped bits (after its row sum took the unrounded value).
 template <class ES>
 void online_softmax_step(const ES& space, Block S, Block O, float* m, double* l, int64_t i0, int64_t j0,
-                         bool first) {
+                         bool first, int dropped) {
   Kokkos::parallel_for(
       "trident::attention_online_softmax", Range<ES>(space, 0, S.rows), KOKKOS_LAMBDA(int64_t r) {
         float* __restrict s = S.p + r * S.ld;
@@ -87,6 +94,7 @@ void online_softmax_step(const ES& space, Block S, Block O, float* m, double* l,
         for (int64_t c = 0; c < n; ++c) {
           s[c] = kmath::exp(s[c] - m_new);
           sum += s[c];
+          if (dropped) s[c] = round_mantissa(s[c], dropped);
         }
         for (int64_t c = n; c < S.cols; ++c) s[c] = 0.0f;
         if (first) {
@@ -115,10 +123,11 @@ constexpr void require_host_memory() {
 // [B,T,RS] (row t sees keys 0..t; rows past q_begin + q_count are never read); lse [B,NH,T] gets those
 // rows' log-sum-exp unless null. ws: attention_forward_workspace floats. Query tiles stay aligned to
 // multiples of the tile and are clipped to the rows asked for, so every clipped row t of tile i0 sees at
-// least one key of each key tile j0 <= i0.
+// least one key of each key tile j0 <= i0. dropped: bits P drops before P v (0: none).
 template <class ES>
 void attention_forward_rows(const ES& space, float* out, float* lse, const float* qkv, Vec<ES> ws, int64_t B,
-                            int64_t T, int64_t NH, int64_t KVH, int64_t HD, int64_t q_begin, int64_t q_count) {
+                            int64_t T, int64_t NH, int64_t KVH, int64_t HD, int64_t q_begin, int64_t q_count,
+                            int dropped = 0) {
   detail::require_host_memory<ES>();
   using detail::Block;
   using detail::CBlock;
@@ -141,7 +150,7 @@ void attention_forward_rows(const ES& space, float* out, float* lse, const float
           const float* kj = qkv + (b * T + j0) * RS + (NH + h / group) * HD;  // v_j at kj + KVH*HD
           const Block s{scores, nq, nk, nk};
           detail::sgemm(false, true, scale, qi, CBlock{kj, nk, HD, RS}, 0.0f, s);
-          detail::online_softmax_step(space, s, yi, m, l, r0, j0, j0 == 0);
+          detail::online_softmax_step(space, s, yi, m, l, r0, j0, j0 == 0, dropped);
           detail::sgemm(false, false, 1.0f, CBlock{s.p, nq, nk, nk}, CBlock{kj + KVH * HD, nk, HD, RS},
                         j0 == 0 ? 0.0f : 1.0f, yi);
         }
@@ -160,15 +169,16 @@ void attention_forward_rows(const ES& space, float* out, float* lse, const float
 // out [B,T,C] = attention of qkv [B,T,RS]; lse [B,NH,T]. ws: attention_forward_workspace floats.
 template <class ES>
 void attention_forward(const ES& space, Vec<ES> out, Vec<ES> lse, CVec<ES> qkv, Vec<ES> ws, int64_t B,
-                       int64_t T, int64_t NH, int64_t KVH, int64_t HD) {
-  attention_forward_rows(space, out.data(), lse.data(), qkv.data(), ws, B, T, NH, KVH, HD, 0, T);
+                       int64_t T, int64_t NH, int64_t KVH, int64_t HD, int dropped = 0) {
+  attention_forward_rows(space, out.data(), lse.data(), qkv.data(), ws, B, T, NH, KVH, HD, 0, T, dropped);
 }
 
 // dqkv [B,T,RS] += the gradient through attention_forward, from its out and lse.
-// ws: attention_backward_workspace floats.
+// ws: attention_backward_workspace floats. dropped: bits P and dS drop before their GEMMs (0: none).
 template <class ES>
 void attention_backward(const ES& space, Vec<ES> dqkv, CVec<ES> dout, CVec<ES> qkv, CVec<ES> out,
-                        CVec<ES> lse, Vec<ES> ws, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD) {
+                        CVec<ES> lse, Vec<ES> ws, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD,
+                        int dropped = 0) {
   detail::require_host_memory<ES>();
   using detail::Block;
   using detail::CBlock;
@@ -215,17 +225,21 @@ void attention_backward(const ES& space, Vec<ES> dqkv, CVec<ES> dout, CVec<ES> q
                 for (int64_t c = n; c < nk; ++c) p[c] = 0.0f;
               });
           space.fence();
-          const CBlock Pc{P.p, nq, nk, nk};
-          detail::sgemm(true, false, 1.0f, Pc, dyi, 1.0f, dvj);
           detail::sgemm(false, true, 1.0f, dyi, vj, 0.0f, dP);
           Kokkos::parallel_for(
               "trident::attention_softmax_backward", Range<ES>(space, 0, nq), KOKKOS_LAMBDA(int64_t r) {
                 float* __restrict ds = dP.p + r * nk;
-                const float* __restrict p = P.p + r * nk;
+                float* __restrict p = P.p + r * nk;
                 const float d_r = D_h[i0 + r];
                 for (int64_t c = 0; c < nk; ++c) ds[c] = p[c] * (ds[c] - d_r);  // masked: P = 0 -> dS = 0
+                if (dropped)
+                  for (int64_t c = 0; c < nk; ++c) {
+                    ds[c] = round_mantissa(ds[c], dropped);
+                    p[c] = round_mantissa(p[c], dropped);
+                  }
               });
           space.fence();
+          detail::sgemm(true, false, 1.0f, CBlock{P.p, nq, nk, nk}, dyi, 1.0f, dvj);
           const CBlock dS{dP.p, nq, nk, nk};
           detail::sgemm(false, false, scale, dS, kj, 1.0f, dqi);
           detail::sgemm(true, false, scale, dS, qi, 1.0f, dkj);

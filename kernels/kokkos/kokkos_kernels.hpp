@@ -168,13 +168,19 @@ class KokkosKernels final : public Kernels {
   }
 
   // ---- attention ----
+  // bf16 (attention_follows_bf16): q, k, v and dout are read from rounded copies in the workspace,
+  // after the tiles' scratch; P and dS are rounded inside (kk::attention_*'s `dropped`). The rows of
+  // incremental decoding stay fp32 (kernels.hpp).
   void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t KVH,
                          int64_t HD) override {
     check_attention_heads("attention_forward", NH, KVH);
     const int64_t C = NH * HD, RS = (NH + 2 * KVH) * HD;
+    const int dropped = attention_dropped_bits(HD);
+    const int64_t scratch = kk::attention_forward_workspace(B, T, NH, HD);
+    kk::Vec<ES> ws = float_workspace(scratch + (dropped ? B * T * RS : 0));
+    const float* q = operand(qkv, B * T * RS, ws.data() + scratch, dropped);
     kk::attention_forward(space_, kk::vec<ES>(out, B * T * C), kk::vec<ES>(lse, B * NH * T),
-                          kk::cvec<ES>(qkv, B * T * RS),
-                          float_workspace(kk::attention_forward_workspace(B, T, NH, HD)), B, T, NH, KVH, HD);
+                          kk::cvec<ES>(q, B * T * RS), ws, B, T, NH, KVH, HD, dropped);
   }
   void attention_forward_rows(float* out, const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD,
                               int64_t q_begin, int64_t q_count) override {
@@ -189,10 +195,14 @@ class KokkosKernels final : public Kernels {
                           int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD) override {
     check_attention_heads("attention_backward", NH, KVH);
     const int64_t C = NH * HD, RS = (NH + 2 * KVH) * HD;
-    kk::attention_backward(space_, kk::vec<ES>(dqkv, B * T * RS), kk::cvec<ES>(dout, B * T * C),
-                           kk::cvec<ES>(qkv, B * T * RS), kk::cvec<ES>(out, B * T * C),
-                           kk::cvec<ES>(lse, B * NH * T),
-                           float_workspace(kk::attention_backward_workspace(B, T, NH, HD)), B, T, NH, KVH, HD);
+    const int dropped = attention_dropped_bits(HD);
+    const int64_t scratch = kk::attention_backward_workspace(B, T, NH, HD);
+    kk::Vec<ES> ws = float_workspace(scratch + (dropped ? B * T * (RS + C) : 0));
+    const float* q = operand(qkv, B * T * RS, ws.data() + scratch, dropped);
+    const float* dy = operand(dout, B * T * C, ws.data() + scratch + B * T * RS, dropped);
+    kk::attention_backward(space_, kk::vec<ES>(dqkv, B * T * RS), kk::cvec<ES>(dy, B * T * C),
+                           kk::cvec<ES>(q, B * T * RS), kk::cvec<ES>(out, B * T * C), kk::cvec<ES>(lse, B * NH * T),
+                           ws, B, T, NH, KVH, HD, dropped);
   }
 
   // ---- RoPE ----
@@ -279,6 +289,11 @@ class KokkosKernels final : public Kernels {
                         kk::cmat<ES>(weight, OC, IC));
   }
   // x itself (dropped == 0), or its n elements rounded into copy.
+  // The bits attention's operands drop: bf16's where attention_follows_bf16 (kernels.hpp), else none.
+  int attention_dropped_bits(int64_t HD) const {
+    return attention_follows_bf16(matmul_precision_, HD) ? kk::dropped_mantissa_bits(matmul_precision_) : 0;
+  }
+
   const float* operand(const float* x, int64_t n, float* copy, int dropped) {
     if (!dropped) return x;
     kk::round_operand(space_, kk::vec<ES>(copy, n), kk::cvec<ES>(x, n), dropped);

@@ -371,7 +371,10 @@ std::vector<KeySpec> build() {
                      {{"fp32", MatmulPrecision::FP32}, {"tf32", MatmulPrecision::TF32}, {"bf16", MatmulPrecision::BF16}},
                      "The operands of the linear layers' GEMMs: exact fp32, or rounded to TF32 or bfloat16 with fp32 "
                      "sums and results (PyTorch's float32 matmul precision highest/high/medium). cuda: tensor cores; "
-                     "cpu: the same rounding, then sgemm. Attention, norms, loss and optimizer stay fp32."));
+                     "cpu: the same rounding, then sgemm. bf16 also rounds attention's products' operands (q, k, v, "
+                     "the probabilities; backward the output gradient, P and dS) at head sizes 64 and 128 (cuda: "
+                     "tensor-core flash attention); other head sizes, TF32, decoding, norms, loss and optimizer "
+                     "stay fp32."));
   k.push_back(integer("train", "sample_every", &Config::train, &TrainConfig::sample_every, 0, int64_t(1) << 40,
                       "Every this many steps, print a sample of the model's text (temperature 1, seeded by the step) "
                       "and write it to the metrics; 0 = never. Needs pp = 1."));

@@ -13,9 +13,12 @@ LayerNorm eps 1e-5. Conv1D weights (attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_pr
 y = x @ W + b. c_attn's output columns are q | k | v, each split into NH contiguous heads of HD.
 Causal attention with scale 1/sqrt(HD).
 --matmul-precision bf16 / tf32 (grads, train): the linear layers' GEMMs (c_attn, c_proj, c_fc, mlp.c_proj,
-the LM head; not attention's) multiply operands rounded to 8 / 11 significant bits (round to nearest,
-ties to even), forward and backward (dX from the rounded dY and W, dW from the rounded X and dY), the
-products and sums in the reference's dtype: PyTorch's float32 matmul precision "medium" / "high".
+the LM head) multiply operands rounded to 8 / 11 significant bits (round to nearest, ties to even),
+forward and backward (dX from the rounded dY and W, dW from the rounded X and dY), the products and sums
+in the reference's dtype: PyTorch's float32 matmul precision "medium" / "high". bf16 also rounds
+attention's operands where trident does (head size 64 or 128, kernels.hpp attention_follows_bf16): q, k,
+v and the probabilities P before P v; backward the output gradient, P before dV = P^T dY, and dS before
+dQ and dK (RoundedAttention).
 --autocast bf16 (train, with --dtype float32): the forward under torch.autocast("cpu", bfloat16), PyTorch's
 own CPU mixed precision; a comparison run for trident's bf16 (benchmarks/precision/), not an exact reference.
 
@@ -74,6 +77,44 @@ class RoundedMatmul(torch.autograd.Function):
         dx = g @ round_significand(W, MATMUL_BITS).t()
         dW = round_significand(x, MATMUL_BITS).reshape(-1, x.shape[-1]).t() @ g.reshape(-1, g.shape[-1])
         return dx, dW
+
+
+class RoundedAttention(torch.autograd.Function):
+    """Causal attention of q, k, v [B, NH, T, HD] with bf16 operands, as trident's kernels round them:
+    s = r(q) r(k)^T / sqrt(HD), E = exp(s - rowmax s), y = r(E) r(v) / rowsum(E) (the flash kernels round
+    the unnormalised probabilities of their online softmax, relative to the running max: this one when a
+    row's keys fit one tile, T <= 64); backward from r(dY), P = E / rowsum(E): dV = r(P)^T r(dY),
+    dS = P (r(dY) r(v)^T - D) with D = rowsum(r(dY) y), dQ = r(dS) r(k) / sqrt(HD), dK = r(dS)^T r(q) / sqrt(HD).
+    E, P and dS are exact before their rounding (the kernels compute them in fp32)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v):
+        T, HD = q.shape[-2], q.shape[-1]
+        r = lambda x: round_significand(x, MATMUL_BITS)
+        q, k, v = r(q), r(k), r(v)
+        mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+        scores = ((q @ k.transpose(-2, -1)) / math.sqrt(HD)).masked_fill(~mask, float("-inf"))
+        e = torch.exp(scores - scores.max(dim=-1, keepdim=True).values)
+        l = e.sum(dim=-1, keepdim=True)
+        y = (r(e) @ v) / l
+        ctx.save_for_backward(q, k, v, e / l, y)
+        return y
+
+    @staticmethod
+    def backward(ctx, gy):
+        q, k, v, p, y = ctx.saved_tensors
+        r = lambda x: round_significand(x, MATMUL_BITS)
+        g = r(gy)
+        scale = 1.0 / math.sqrt(q.shape[-1])
+        dv = r(p).transpose(-2, -1) @ g
+        ds = p * (g @ v.transpose(-2, -1) - (g * y).sum(dim=-1, keepdim=True))
+        ds = r(ds)
+        return ds @ k * scale, ds.transpose(-2, -1) @ q * scale, dv
+
+
+def attention_follows_matmul(HD):
+    """trident's attention_follows_bf16: attention's operands are rounded under bf16 at head size 64 or 128."""
+    return MATMUL_BITS == 8 and HD in (64, 128)
 
 
 def linear(x, W, b=None):
@@ -217,10 +258,13 @@ def logits_of(P, d, idx):
         q = q.reshape(B, T, d.NH, d.HD).transpose(1, 2)  # [B, NH, T, HD]
         k = k.reshape(B, T, d.NH, d.HD).transpose(1, 2)
         v = v.reshape(B, T, d.NH, d.HD).transpose(1, 2)
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(d.HD)
-        scores = scores.masked_fill(~mask, float("-inf"))
-        att = torch.softmax(scores, dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, d.C)
+        if attention_follows_matmul(d.HD):
+            y = RoundedAttention.apply(q, k, v)
+        else:
+            scores = (q @ k.transpose(-2, -1)) / math.sqrt(d.HD)
+            scores = scores.masked_fill(~mask, float("-inf"))
+            y = torch.softmax(scores, dim=-1) @ v
+        y = y.transpose(1, 2).reshape(B, T, d.C)
         x = x + linear(y, P[p + "attn.c_proj.weight"], P[p + "attn.c_proj.bias"])
         h = layer_norm(x, P[p + "ln_2.weight"], P[p + "ln_2.bias"])
         h = gelu_tanh(linear(h, P[p + "mlp.c_fc.weight"], P[p + "mlp.c_fc.bias"]))
@@ -560,6 +604,19 @@ def cmd_selftest(a):
 
     model_loss, naive = float(forward(P, d, idx, tgt)), naive_loss()
     errors["model_vs_naive_loss"] = abs(model_loss - naive) / abs(naive)
+    # RoundedAttention's hand-written backward: with 52 significant bits (no rounding of float64 values)
+    # its output and gradients equal autograd's through torch's softmax.
+    global MATMUL_BITS
+    saved_bits, MATMUL_BITS = MATMUL_BITS, 52
+    q, k, v, gy = (torch.randn(2, 3, 9, 8, dtype=torch.float64, requires_grad=True) for _ in range(4))
+    y_ours = RoundedAttention.apply(q, k, v)
+    grads_ours = torch.autograd.grad(y_ours, (q, k, v), gy)
+    causal = torch.tril(torch.ones(9, 9, dtype=torch.bool))
+    y_torch = torch.softmax((q @ k.transpose(-2, -1) / math.sqrt(8)).masked_fill(~causal, float("-inf")), -1) @ v
+    grads_torch = torch.autograd.grad(y_torch, (q, k, v), gy)
+    MATMUL_BITS = saved_bits
+    errors["rounded_attention_unrounded"] = max(float((y_ours - y_torch).abs().max()),
+                                                *(float((a - b).abs().max()) for a, b in zip(grads_ours, grads_torch)))
     # The safetensors writer and reader round trip.
     import os
     import tempfile

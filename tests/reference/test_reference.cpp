@@ -204,6 +204,14 @@ SliceErr slice_err(const float* a, const std::vector<float>& r, int64_t begin, i
 // the two apart, the gradients do (and tests/kernels/test_matmul_precision.cpp proves the rounding).
 constexpr double kBf16LossTol = 2e-5;
 constexpr double kBf16GradTol = 4e-3;
+// With attention's operands rounded too (head size 64, kernels.hpp attention_follows_bf16) every layer
+// rounds more operands (q, k, v, P, dout, dS), and more of them lie close enough to a rounding boundary
+// to flip: the reference's own float32 run lands 2.1e-5 (loss) and 4.6e-3 (gradients) from its float64
+// run on head64-prime-509; trident measured 2.1e-5 and 4.6e-3. Bounds 5e-5 and 1e-2. A reference that
+// rounded the normalised probabilities instead of the online softmax's unnormalised ones (a different
+// rounding of every P) was 4.0e-5 and 1.3e-2 away.
+constexpr double kBf16AttentionLossTol = 5e-5;
+constexpr double kBf16AttentionGradTol = 1e-2;
 
 // Sets a Kernels' matmul precision for a scope (the reference kernels are shared by every test).
 struct MatmulPrecisionScope {
@@ -255,7 +263,10 @@ void check_gradients(const Spec& s, const std::string& recompute, MatmulPrecisio
 
   const double ref_loss = ref.at("loss").get<double>();
   const double loss_err = std::abs(loss - ref_loss) / std::abs(ref_loss);
-  EXPECT_LE(loss_err, bf16 ? kBf16LossTol : kLossTol) << "loss " << loss << " vs reference " << ref_loss;
+  const bool bf16_attention = attention_follows_bf16(matmul, shapes.HD);
+  const double loss_tol = bf16_attention ? kBf16AttentionLossTol : bf16 ? kBf16LossTol : kLossTol;
+  const double grad_tol = bf16_attention ? kBf16AttentionGradTol : bf16 ? kBf16GradTol : kGradTol;
+  EXPECT_LE(loss_err, loss_tol) << "loss " << loss << " vs reference " << ref_loss;
 
   SafetensorsReader gref(gpath);
   double worst = 0, worst_key_bias = 0;
@@ -265,7 +276,7 @@ void check_gradients(const Spec& s, const std::string& recompute, MatmulPrecisio
     double norm = 0;
     const double err = tensor_rel_err(gref, t, shapes, grads.data(), &norm);
     EXPECT_GT(norm, 0.0) << t.name << ": the reference gradient is zero, so the check would be empty";
-    EXPECT_LE(err, bf16 ? kBf16GradTol : kGradTol)
+    EXPECT_LE(err, grad_tol)
         << "gradient of " << t.name << ": ||g - g_ref|| / ||g_ref|| = " << err;
     if (err > worst) worst = err, worst_name = t.name;
     seen.push_back(t.name);
@@ -275,8 +286,11 @@ void check_gradients(const Spec& s, const std::string& recompute, MatmulPrecisio
       const float* g = grads.data() + t.offset;
       const double qv = std::hypot(slice_err(g, r, 0, C).ref_norm, slice_err(g, r, 2 * C, 3 * C).ref_norm);
       const SliceErr key = slice_err(g, r, C, 2 * C);
-      EXPECT_LE(key.ref_norm, 1e-12 * qv) << t.name << ": the reference's key-bias gradient is not zero";
-      EXPECT_LE(key.norm, 1e-5 * qv) << t.name << ": the key-bias gradient is not round-off";
+      // Zero because a row's dS sums to zero; bf16 attention rounds dS, so there it is only small.
+      if (!bf16_attention) {
+        EXPECT_LE(key.ref_norm, 1e-12 * qv) << t.name << ": the reference's key-bias gradient is not zero";
+        EXPECT_LE(key.norm, 1e-5 * qv) << t.name << ": the key-bias gradient is not round-off";
+      }
       worst_key_bias = std::max(worst_key_bias, key.norm / qv);
     }
   }
@@ -309,9 +323,12 @@ TEST_F(Reference, LossAndGradientsGpt2VocabRecomputeFull) { check_gradients(kGpt
 TEST_F(Reference, LossAndGradientsGpt2VocabRecomputeSelective) { check_gradients(kGpt2Vocab, "selective"); }
 TEST_F(Reference, LossAndGradientsPrimeVocabPadded) { check_gradients(kPrimePadded, "none"); }
 TEST_F(Reference, LossAndGradientsUntiedHead) { check_gradients(kUntied, "selective"); }
+// Two heads of 64: attention's operands are rounded too (kernels.hpp attention_follows_bf16).
+const Spec kHead64{"head64-prime-509-pad-64", 509, 32, 2, 128, 2, 256, true, 64, 4, 4};
 TEST_F(Reference, LossAndGradientsBf16MatmulOperands) {
   check_gradients(kPrimePadded, "none", MatmulPrecision::BF16);
   check_gradients(kUntied, "full", MatmulPrecision::BF16);
+  check_gradients(kHead64, "selective", MatmulPrecision::BF16);
 }
 
 // Export: save_hf_safetensors of the loaded weights, read back by the reference's own reader, equals

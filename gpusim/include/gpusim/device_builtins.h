@@ -37,6 +37,12 @@ uint64_t shuffle(unsigned mask, uint64_t bits, ShuffleMode mode, unsigned b, uns
 unsigned ballot(unsigned mask, int predicate);
 unsigned activemask();
 void* dynamic_shared_memory();  // the block's dynamically sized shared memory (the launch's bytes)
+// A warp-collective operation (the WMMA calls of mma.h): every lane of the caller's warp, all 32, calls
+// it with the same `complete` and its own `arguments`; the last lane to arrive runs
+// complete(the 32 lanes' arguments, in lane order) once, before any lane goes on. Lanes missing, exited
+// or in another warp operation fault as for a shuffle with a full mask.
+using WarpCollective = void (*)(void* const* lane_arguments);
+void warp_collective(const char* what, void* arguments, WarpCollective complete);
 [[noreturn]] void trap(const char* what);
 
 template <class T>
