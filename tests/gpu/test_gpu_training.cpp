@@ -172,13 +172,15 @@ std::string write_text_data(const std::string& dir) {
   return dir + "/data.txt";
 }
 
-std::string training_deck(const std::string& data) {
+// heads 4: head size 16; heads 1: head size 64, where bf16 also rounds attention's operands (tensor-core
+// attention on the GPU, kernels.hpp attention_follows_bf16).
+std::string training_deck(const std::string& data, int heads = 4) {
   return fmt::format(
-      "[model]\nvocab_size = 256\nseq_len = 64\nlayers = 2\nhidden = 64\nheads = 4\nseed = 3\n"
+      "[model]\nvocab_size = 256\nseq_len = 64\nlayers = 2\nhidden = 64\nheads = {}\nseed = 3\n"
       "[train]\nsteps = 6\nmicro_batch = 2\nglobal_batch = 4\nlr = 1e-3\nwarmup_steps = 2\ngrad_clip = 1.0\n"
       "weight_decay = 0.1\n[data]\nformat = \"text\"\npath = \"{}\"\norder = \"shuffle\"\n"
       "[runtime]\npeak_tflops = 1.0\n",
-      data);
+      heads, data);
 }
 
 TEST_F(GpuTraining, TrainingStepsMatchCpuAndRepeatBitwise) {
@@ -215,7 +217,9 @@ TEST_F(GpuTraining, TrainingStepsMatchCpuAndRepeatBitwise) {
 // whether the GPU rounded at all). Two GPU runs stay bit-identical.
 TEST_F(GpuTraining, Bf16MatmulTrainingStepsMatchCpuBf16) {
   const std::string dir = make_temp_dir("trident-gpu-bf16");
-  Config cfg = parse_deck(training_deck(write_text_data(dir)), "gpu.toml");
+  // One head of 64: the GEMMs and attention both on bf16 operands (on the GPU: cuBLASLt and the
+  // tensor-core attention kernels; T = 64 is one tile of either backend's attention).
+  Config cfg = parse_deck(training_deck(write_text_data(dir), 1), "gpu.toml");
   cfg.train.matmul_precision = MatmulPrecision::BF16;
   Config gpu_cfg = cfg, fp32_cfg = cfg;
   gpu_cfg.runtime.backend = Backend::Cuda;
