@@ -12,6 +12,7 @@
 #include "cuda/check.cuh"
 #include "cuda/matmul.cuh"
 #include "cuda/ops.cuh"
+#include "cuda/upload_ring.hpp"
 #include "kernel_checks.hpp"
 #include "kernels.hpp"
 
@@ -52,7 +53,8 @@ class CudaKernels final : public Kernels {
       : device_(current_device()),
         alloc_(stream_.get()),
         matmul_(stream_.get(), alloc_),
-        sum_partials_(static_cast<double*>(alloc_.allocate(kSumMaxBlocks * int64_t(sizeof(double))))) {}
+        sum_partials_(static_cast<double*>(alloc_.allocate(kSumMaxBlocks * int64_t(sizeof(double))))),
+        uploads_(stream_.get()) {}
   ~CudaKernels() override {
     cudaStreamSynchronize(stream_.get());  // members go in reverse order: matmul, allocator, stream
     alloc_.release(sum_partials_);
@@ -71,9 +73,10 @@ class CudaKernels final : public Kernels {
   }
   void free(void* p) override { alloc_.release(p); }
 
-  // Host -> device from pageable memory returns once the source has been staged, so the caller may
-  // reuse its buffer at once. From page-locked (or managed) memory the copy is truly asynchronous:
-  // then wait for it, to keep that guarantee.
+  // Host -> device: the caller may reuse its buffer as soon as the call returns. Small uploads (the ids of
+  // every micro-batch) go through page-locked slots without waiting for the GPU (upload_ring.hpp). A larger
+  // one from pageable memory returns once the source has been staged; from page-locked (or managed) memory
+  // it is truly asynchronous, so it is waited for, to keep that guarantee.
   void copy_to_device(float* dst, const float* host_src, int64_t n) override {
     upload(dst, host_src, bytes(n, sizeof(float)));
   }
@@ -256,7 +259,7 @@ class CudaKernels final : public Kernels {
     return n * int64_t(elem);
   }
   void upload(void* dst, const void* host_src, int64_t nbytes) {
-    if (nbytes <= 0) return;
+    if (nbytes <= 0 || uploads_.upload(dst, host_src, size_t(nbytes))) return;
     TRIDENT_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, size_t(nbytes), cudaMemcpyHostToDevice, stream()));
     cudaPointerAttributes attr{};
     if (cudaPointerGetAttributes(&attr, host_src) != cudaSuccess) {
@@ -283,6 +286,7 @@ class CudaKernels final : public Kernels {
   Matmul matmul_;
   MatmulPrecision matmul_precision_ = MatmulPrecision::FP32;
   double* sum_partials_;  // kSumMaxBlocks doubles: sum_into's block partials (stream-ordered reuse)
+  UploadRing uploads_;    // destroyed first: waits for its copies while the stream still exists
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Memory, elementwise, sum of squares, AdamW, token and position embeddings.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernel_test_util.hpp"
@@ -27,6 +28,28 @@ TEST_P(BasicOpsTest, AllocIsZeroedAndCopiesRoundTrip) {
   EXPECT_TRUE(same_bits(b.host(), v));
   k->fill(b.get(), 3.5f, 4099);
   for (float x : b.host()) ASSERT_EQ(x, 3.5f);
+}
+
+// Host-to-device copies let the caller reuse its buffer as soon as they return, whatever their path on
+// the backend (CUDA: small ones through a ring of page-locked slots, reused once their copy has run;
+// large ones staged by the driver): more small uploads than the ring has slots, each from the same host
+// buffer overwritten right after the call, then one larger than a slot; every one arrives intact.
+TEST_P(BasicOpsTest, UploadsLetTheCallerReuseItsBufferAtOnce) {
+  const int64_t n = 4096, uploads = 27, large = 400 * 1024;  // 16 KiB each; 1.6 MiB > one slot (1 MiB)
+  Buf dst(*k, n * uploads), big(*k, large);
+  VecF host(n);
+  for (int64_t u = 0; u < uploads; ++u) {
+    for (int64_t i = 0; i < n; ++i) host[i] = float(u * n + i);
+    k->copy_to_device(dst.get() + u * n, host.data(), n);
+    std::fill(host.begin(), host.end(), -1.0f);
+  }
+  VecF large_host(large);
+  for (int64_t i = 0; i < large; ++i) large_host[i] = 0.5f * float(i);
+  k->copy_to_device(big.get(), large_host.data(), large);
+  std::fill(large_host.begin(), large_host.end(), -1.0f);
+  const VecF got = dst.host(), got_big = big.host();
+  for (int64_t i = 0; i < n * uploads; ++i) ASSERT_EQ(got[i], float(i)) << "element " << i;
+  for (int64_t i = 0; i < large; ++i) ASSERT_EQ(got_big[i], 0.5f * float(i)) << "element " << i;
 }
 
 TEST_P(BasicOpsTest, AllocIntIsZeroed) {
