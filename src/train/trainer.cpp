@@ -388,8 +388,11 @@ std::vector<StepMetrics> Trainer::run() {
   log::info("throughput reference for MFU: {:.3f} TFLOP/s per rank ({})", peak_tflops_, peak_source_);
   if (t.matmul_precision != MatmulPrecision::FP32)
     log::info("precision: fp32 with the linear layers' GEMM operands rounded to {} (train.matmul_precision), "
-              "fp32 sums; attention, norms, loss and optimizer in fp32",
-              to_string(t.matmul_precision));
+              "fp32 sums; {}norms, loss and optimizer in fp32",
+              to_string(t.matmul_precision),
+              attention_follows_bf16(t.matmul_precision, shapes_.HD)
+                  ? fmt::format("attention's products on bf16 operands too (head size {}); ", shapes_.HD)
+                  : "attention, ");
 
   std::unique_ptr<MetricsWriter> metrics;
   if (!cfg_.runtime.metrics.empty() && (!mesh_ || mesh_->world_rank() == 0)) {
