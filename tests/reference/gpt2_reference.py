@@ -470,7 +470,7 @@ def train_model(P, T, forward_fn, a):
         raise SystemExit("--autocast bf16 needs --dtype float32 (autocast keeps float32 parameters)")
     autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if a.autocast == "bf16"
                 else contextlib.nullcontext())
-    for step in range(1, a.steps + 1):
+    for step in range(1, (a.stop_after or a.steps) + 1):
         lr = learning_rate(step, a)
         for g in opt.param_groups:
             g["lr"] = lr
@@ -503,6 +503,8 @@ def add_train_arguments(t):
     """The data, schedule and optimizer arguments of `train` (shared with llama_reference.py)."""
     t.add_argument("--data", required=True)
     t.add_argument("--steps", type=int, required=True)
+    t.add_argument("--stop-after", type=int, default=0,
+                   help="run only the first N steps of the --steps schedule (0: all)")
     t.add_argument("--global-batch", type=int, required=True)
     t.add_argument("--micro-batch", type=int, required=True)
     t.add_argument("--lr", type=float, required=True)
