@@ -10,22 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "device_arrays.hpp"
+
 namespace {
 
-template <class T>
-T* device_array(size_t n) {
-  T* p = nullptr;
-  EXPECT_EQ(cudaMalloc(&p, n * sizeof(T)), cudaSuccess);
-  EXPECT_EQ(cudaMemset(p, 0, n * sizeof(T)), cudaSuccess);
-  return p;
-}
-
-template <class T>
-std::vector<T> to_host(const T* d, size_t n) {
-  std::vector<T> h(n);
-  EXPECT_EQ(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-  return h;
-}
+using gpusim_test::device_array;
+using gpusim_test::to_host;
 
 template <class... Params, class... Args>
 cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, Args... args) {

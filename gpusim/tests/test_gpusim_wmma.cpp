@@ -14,24 +14,14 @@
 #include <string>
 #include <vector>
 
+#include "device_arrays.hpp"
+
 namespace {
 
 using namespace nvcuda;
 
-template <class T>
-T* device_array(size_t n) {
-  T* p = nullptr;
-  EXPECT_EQ(cudaMalloc(&p, n * sizeof(T)), cudaSuccess);
-  EXPECT_EQ(cudaMemset(p, 0, n * sizeof(T)), cudaSuccess);
-  return p;
-}
-
-template <class T>
-std::vector<T> to_host(const T* d, size_t n) {
-  std::vector<T> h(n);
-  EXPECT_EQ(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-  return h;
-}
+using gpusim_test::device_array;
+using gpusim_test::to_host;
 
 template <class T>
 T* to_device(const std::vector<T>& h) {
