@@ -16,7 +16,8 @@
 //    accumulation over micro-batches and residual branches free.
 //  * Deterministic: the same inputs give bit-identical outputs (no atomics on floats, fixed
 //    reduction order), so recompute modes and reruns agree bit for bit.
-//  * fp32 storage; reductions over long axes (LayerNorm statistics, norms, losses) in double.
+//  * fp32 storage (bf16 only where a caller packs activations, round_to_bf16); reductions over long
+//    axes (LayerNorm statistics, norms, losses) in double.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -35,6 +36,7 @@ class Kernels {
   virtual float* alloc(int64_t n) = 0;          // zero-initialised
   virtual int32_t* alloc_int(int64_t n) = 0;    // zero-initialised
   virtual double* alloc_double(int64_t n) = 0;  // zero-initialised (device-side reductions)
+  virtual uint16_t* alloc_bf16(int64_t n) = 0;  // zero-initialised bf16 bit patterns (bf16 storage, below)
   virtual void free(void* p) = 0;
   virtual void copy_to_device(float* dst, const float* host_src, int64_t n) = 0;
   virtual void copy_to_host(float* host_dst, const float* src, int64_t n) = 0;
@@ -55,6 +57,14 @@ class Kernels {
   virtual void sum_into(double* acc, const float* x, int64_t n) = 0;
   // sum x^2 returned to the host (waits for the queue): for tests and one-off checks, not for steps.
   double sum_squares(const float* x, int64_t n);
+
+  // ---- bf16 storage (train.precision = "bf16": activations kept for backward in half the bytes) ----
+  // x rounded IN PLACE to bfloat16 (nearest, ties to even, as the bf16 GEMMs round their operands; a
+  // finite value past bf16's largest becomes Inf, NaN stays NaN) and, when packed is not null, each
+  // rounded value's bf16 pattern (its top 16 bits) written to packed.
+  virtual void round_to_bf16(float* x, uint16_t* packed, int64_t n) = 0;
+  // out = the values of the bf16 patterns: exactly the x that round_to_bf16 left.
+  virtual void unpack_bf16(float* out, const uint16_t* packed, int64_t n) = 0;
 
   // ---- embeddings ----
   // out[i,:] = wte[tokens[i] - vocab_begin, :] when vocab_begin <= tokens[i] < vocab_begin+vocab_count,

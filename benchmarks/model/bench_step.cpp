@@ -117,6 +117,11 @@ class TimedKernels : public trident::Kernels {
   float* alloc(int64_t n) override { return k_.alloc(n); }
   int32_t* alloc_int(int64_t n) override { return k_.alloc_int(n); }
   double* alloc_double(int64_t n) override { return k_.alloc_double(n); }
+  uint16_t* alloc_bf16(int64_t n) override { return k_.alloc_bf16(n); }
+  void round_to_bf16(float* x, uint16_t* p, int64_t n) override { T("bf16 storage", [&] { k_.round_to_bf16(x, p, n); }); }
+  void unpack_bf16(float* o, const uint16_t* p, int64_t n) override {
+    T("bf16 storage", [&] { k_.unpack_bf16(o, p, n); });
+  }
   void copy_to_host_double(double* d, const double* s, int64_t n) override {
     T("copy", [&] { k_.copy_to_host_double(d, s, n); });
   }

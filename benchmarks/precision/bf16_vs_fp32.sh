@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # #26's acceptance run for bf16 GEMM operands on the CPU: a GPT-2-shaped model (6 layers, hidden 384,
 # 6 heads, GPT-2's vocabulary of 50257, seq 256) trained for 300 steps on the same token stream (the
-# Debian licence texts through GPT-2's tokenizer) with train.matmul_precision = fp32 and = bf16, the two
-# runs side by side (one BLAS thread each). Prints the largest relative loss difference after step 20
-# and the median step times; exits 1 if the difference passes 2%. lr 6e-4 (GPT-2 small's): at the
+# Debian licence texts through GPT-2's tokenizer) with train.precision = fp32 and = bf16 (bf16 GEMM and
+# attention operands, activations kept for backward in bf16), the two runs side by side (one BLAS thread
+# each); KEY=train.matmul_precision compares bf16 GEMM operands alone instead. Prints the largest relative
+# loss difference after step 20, the median step times and the peak RSS; exits 1 if the difference
+# passes 2%. lr 6e-4 (GPT-2 small's): at the
 # quickstart's 2e-3 with 2 sequences per step the run is chaotic, its loss spikes around step 30, and
 # even two fp32 runs that differ only in summation order (serial against tp 2) ended up 2.6% apart at
 # some step after step 20 (bf16 against fp32: 7.4%, 120 steps, 2026-11-26).
@@ -17,17 +19,18 @@ trap '[ -n "${KEEP:-}" ] && mkdir -p "$KEEP" && cp "$tmp"/*.jsonl "$tmp"/*.log "
 L=/usr/share/common-licenses
 "$build/trident" data prepare $L/Apache-2.0 $L/Artistic $L/BSD $L/GFDL-1.3 $L/GPL-2 $L/GPL-3 $L/LGPL-2.1 \
   $L/MPL-2.0 -o "$tmp/licenses" >/dev/null
+key=${KEY:-train.precision}
 for matmul in fp32 bf16; do
   OPENBLAS_NUM_THREADS=1 "$build/trident" train input/quickstart.toml --set model.layers=6 --set model.hidden=384 \
     --set model.heads=6 --set model.seq_len=256 --set train.micro_batch=2 --set train.global_batch=2 \
     --set train.steps="$steps" --set train.warmup_steps=30 --set train.lr=6e-4 --set train.min_lr=6e-5 --set train.sample_every=0 --set data.val_every=0 \
     --set data.path="$tmp/licenses_train_*.bin" --set data.val_path="" --set checkpoint.dir="" \
-    --set train.matmul_precision=$matmul --set runtime.log_every=50 --set runtime.metrics="$tmp/$matmul.jsonl" \
+    --set "$key=$matmul" --set runtime.log_every=50 --set runtime.metrics="$tmp/$matmul.jsonl" \
     >"$tmp/$matmul.log" 2>&1 &
 done
 wait
-python3 - "$tmp/fp32.jsonl" "$tmp/bf16.jsonl" <<'PY'
-import json, statistics, sys
+python3 - "$tmp/fp32.jsonl" "$tmp/bf16.jsonl" "$tmp/fp32.log" "$tmp/bf16.log" <<'PY'
+import json, re, statistics, sys
 def rows(p):
     return {r["step"]: r for r in map(json.loads, open(p)) if "loss" in r}
 fp32, bf16 = rows(sys.argv[1]), rows(sys.argv[2])
@@ -36,6 +39,11 @@ ms = lambda r: statistics.median(x["step_ms"] for s, x in r.items() if s > 2)
 last = max(fp32)
 print(f"steps {last}: loss fp32 {fp32[1]['loss']:.4f} -> {fp32[last]['loss']:.4f}, bf16 -> {bf16[last]['loss']:.4f}; "
       f"largest relative loss difference after step 20: {diff:.2e} (limit 2e-2)")
-print(f"median step: fp32 {ms(fp32):.0f} ms, bf16 operands {ms(bf16):.0f} ms ({ms(bf16) / ms(fp32):.2f}x)")
+print(f"median step: fp32 {ms(fp32):.0f} ms, bf16 {ms(bf16):.0f} ms ({ms(bf16) / ms(fp32):.2f}x)")
+def rss(log):
+    m = re.findall(r"memory of rank 0 .*?activations ([0-9.]+) MiB .*?peak RSS ([0-9.]+) MiB", open(log).read())
+    return (float(m[-1][0]), float(m[-1][1])) if m else (float("nan"), float("nan"))
+(a32, r32), (a16, r16) = rss(sys.argv[3]), rss(sys.argv[4])
+print(f"peak RSS: fp32 {r32:.0f} MiB, bf16 {r16:.0f} MiB ({r16 / r32:.2f}x); activations {a32:.0f} -> {a16:.0f} MiB")
 sys.exit(0 if diff <= 0.02 else 1)
 PY

@@ -71,6 +71,9 @@ class CudaKernels final : public Kernels {
   double* alloc_double(int64_t n) override {
     return static_cast<double*>(alloc_.allocate_zeroed(bytes(n, sizeof(double))));
   }
+  uint16_t* alloc_bf16(int64_t n) override {
+    return static_cast<uint16_t*>(alloc_.allocate_zeroed(bytes(n, sizeof(uint16_t))));
+  }
   void free(void* p) override { alloc_.release(p); }
 
   // Host -> device: the caller may reuse its buffer as soon as the call returns. Small uploads (the ids of
@@ -106,6 +109,12 @@ class CudaKernels final : public Kernels {
   }
   void sum_into(double* acc, const float* x, int64_t n) override {
     cuda::sum_into(stream(), acc, x, n, false, sum_partials_);
+  }
+
+  // ---- bf16 storage ----
+  void round_to_bf16(float* x, uint16_t* packed, int64_t n) override { cuda::round_to_bf16(stream(), x, packed, n); }
+  void unpack_bf16(float* out, const uint16_t* packed, int64_t n) override {
+    cuda::unpack_bf16(stream(), out, packed, n);
   }
 
   // ---- embeddings ----

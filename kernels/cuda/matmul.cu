@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cuda/allocator.cuh"
+#include "cuda/bf16.cuh"
 #include "cuda/check.cuh"
 #include "cuda/ops.cuh"
 #include "cuda/reduce.cuh"
@@ -46,15 +47,6 @@ struct BiasTerms {
 
 cublasComputeType_t compute_type(MatmulPrecision precision) {
   return precision == MatmulPrecision::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-}
-
-// The top 16 bits of x's pattern rounded to nearest, ties to even (bfloat16); NaN stays a quiet NaN,
-// a finite value past bf16's largest rounds to Inf, as __float2bfloat16_rn.
-__device__ uint16_t bf16_bits(float x) {
-  uint32_t u = __float_as_uint(x);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u | 0x00400000u) >> 16);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
 }
 
 __global__ void to_bf16_kernel(uint16_t* out, const float* in, int64_t n) {

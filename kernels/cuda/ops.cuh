@@ -21,6 +21,10 @@ void scale(cudaStream_t stream, float* x, float s, int64_t n);
 constexpr int kSumMaxBlocks = 1024;
 void sum_into(cudaStream_t stream, double* acc, const float* x, int64_t n, bool square, double* partials);
 
+// ---- bf16_storage.cu ----
+void round_to_bf16(cudaStream_t stream, float* x, uint16_t* packed, int64_t n);
+void unpack_bf16(cudaStream_t stream, float* out, const uint16_t* packed, int64_t n);
+
 // ---- embedding.cu ----
 void embedding_forward(cudaStream_t stream, float* out, const int32_t* tokens, const float* wte,
                        int64_t vocab_begin, int64_t vocab_count, int64_t N, int64_t C);

@@ -12,6 +12,7 @@
 #include "kernels.hpp"
 #include "kokkos/adamw.hpp"
 #include "kokkos/attention.hpp"
+#include "kokkos/bf16_storage.hpp"
 #include "kokkos/common.hpp"
 #include "kokkos/crossentropy.hpp"
 #include "kokkos/elementwise.hpp"
@@ -49,6 +50,9 @@ class KokkosKernels final : public Kernels {
   }
   double* alloc_double(int64_t n) override {
     return static_cast<double*>(alloc_zeroed(n * int64_t(sizeof(double))));
+  }
+  uint16_t* alloc_bf16(int64_t n) override {
+    return static_cast<uint16_t*>(alloc_zeroed(n * int64_t(sizeof(uint16_t))));
   }
   void free(void* p) override {
     if (!p) return;
@@ -140,6 +144,14 @@ class KokkosKernels final : public Kernels {
                         const float* rstd, int64_t N, int64_t C) override {
     kk::rmsnorm_backward(space_, kk::mat<ES>(dinp, N, C), kk::vec<ES>(dweight, C), kk::cmat<ES>(dout, N, C),
                          kk::cmat<ES>(inp, N, C), kk::cvec<ES>(weight, C), kk::cvec<ES>(rstd, N));
+  }
+
+  // ---- bf16 storage ----
+  void round_to_bf16(float* x, uint16_t* packed, int64_t n) override {
+    kk::round_to_bf16(space_, kk::vec<ES>(x, n), kk::Vec<ES, uint16_t>(packed, packed ? n : 0));
+  }
+  void unpack_bf16(float* out, const uint16_t* packed, int64_t n) override {
+    kk::unpack_bf16(space_, kk::vec<ES>(out, n), kk::CVec<ES, uint16_t>(packed, n));
   }
 
   // ---- matmul ----

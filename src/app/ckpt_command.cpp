@@ -20,6 +20,7 @@ namespace {
 
 struct CkptArgs {
   std::string dir, ckpt, out;
+  std::string dtype = "fp32";  // export: fp32 or bf16
   bool deck = false;
 };
 
@@ -106,9 +107,9 @@ std::string tokenizer_note(Tokenizer t) {
 }
 
 void run_export(const CkptArgs& a) {
-  const ExportResult r = export_checkpoint(a.ckpt, a.out);
-  std::cout << fmt::format("exported {} to {}: {}; tokenizer: {}\n", r.checkpoint, a.out, fmt::join(r.files, ", "),
-                           tokenizer_note(r.tokenizer));
+  const ExportResult r = export_checkpoint(a.ckpt, a.out, a.dtype == "bf16");
+  std::cout << fmt::format("exported {} to {} ({}): {}; tokenizer: {}\n", r.checkpoint, a.out, a.dtype,
+                           fmt::join(r.files, ", "), tokenizer_note(r.tokenizer));
 }
 
 }  // namespace
@@ -132,9 +133,13 @@ void add_ckpt_command(CLI::App& app) {
   verify->callback([args] { on_rank0([&] { run_verify(*args); }); });
 
   auto* exp = ckpt->add_subcommand(
-      "export", "Write model.safetensors (Hugging Face names and layout, fp32) and config.json (GPT2LMHeadModel or LlamaForCausalLM)");
+      "export", "Write model.safetensors (Hugging Face names and layout, fp32 or bf16) and config.json (GPT2LMHeadModel or LlamaForCausalLM)");
   exp->add_option("ckpt", args->ckpt, "Checkpoint file, or a directory (its latest)")->required();
   exp->add_option("--out", args->out, "Output directory")->required();
+  exp->add_option("--dtype", args->dtype,
+                  "fp32 (the checkpoint's values) or bf16 (each rounded to nearest even: half the bytes)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->default_val("fp32");
   exp->callback([args] { on_rank0([&] { run_export(*args); }); });
 }
 

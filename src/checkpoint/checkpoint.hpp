@@ -232,18 +232,20 @@ struct DatasetVerdict {
 };
 std::vector<DatasetVerdict> verify_checkpoint(const std::string& path);
 
-// Writes out_dir/model.safetensors (Hugging Face GPT-2 names and layout, F32) and out_dir/config.json
-// (GPT2LMHeadModel) from checkpoint `ckpt` (a file, or a directory meaning its latest), and the files
+// Writes out_dir/model.safetensors (Hugging Face GPT-2 names and layout; F32, or BF16 with `bf16`, the
+// fp32 values rounded to nearest even) and out_dir/config.json (GPT2LMHeadModel, torch_dtype float32 or
+// bfloat16) from checkpoint `ckpt` (a file, or a directory meaning its latest), and the files
 // of the run's tokenizer (data.tokenizer of the checkpoint's deck; text/hf_tokenizer_files.hpp).
 struct ExportResult {
   std::string checkpoint;          // the checkpoint file exported
   Tokenizer tokenizer;             // the run's
   std::vector<std::string> files;  // written into out_dir
 };
-ExportResult export_checkpoint(const std::string& ckpt, const std::string& out_dir);
+ExportResult export_checkpoint(const std::string& ckpt, const std::string& out_dir, bool bf16 = false);
 
-// The Hugging Face config.json of a trident model (bos/eos ids for GPT-2's tokenizer).
-std::string hf_config_json(const ModelConfig& m, Tokenizer tokenizer);
+// The Hugging Face config.json of a trident model (bos/eos ids for GPT-2's tokenizer; torch_dtype
+// bfloat16 with `bf16`, else float32).
+std::string hf_config_json(const ModelConfig& m, Tokenizer tokenizer, bool bf16 = false);
 
 // data.tokenizer of a checkpoint's resolved deck; for a deck written before the key, its default.
 Tokenizer checkpoint_tokenizer(const CheckpointHeader& h);

@@ -139,13 +139,13 @@ nlohmann::ordered_json llama_config(const ModelConfig& m) {
 
 }  // namespace
 
-std::string hf_config_json(const ModelConfig& m, Tokenizer tokenizer) {
+std::string hf_config_json(const ModelConfig& m, Tokenizer tokenizer, bool bf16) {
   nlohmann::ordered_json j = m.architecture == Architecture::Llama ? llama_config(m) : gpt2_config(m);
   if (tokenizer == Tokenizer::Gpt2) {  // its <|endoftext|>
     j["bos_token_id"] = kGpt2VocabSize - 1;
     j["eos_token_id"] = kGpt2VocabSize - 1;
   }
-  j["torch_dtype"] = "float32";
+  j["torch_dtype"] = bf16 ? "bfloat16" : "float32";
   return j.dump(2) + "\n";
 }
 
@@ -164,7 +164,7 @@ Tokenizer checkpoint_tokenizer(const CheckpointHeader& h) {
   return default_tokenizer(format == "text" ? DataFormat::Text : DataFormat::LlmC, h.model.vocab_size);
 }
 
-ExportResult export_checkpoint(const std::string& ckpt_path, const std::string& out_dir) {
+ExportResult export_checkpoint(const std::string& ckpt_path, const std::string& out_dir, bool bf16) {
   const std::string path = resolve_checkpoint(ckpt_path);
   const CheckpointHeader h = read_checkpoint_header(path);
   Handle file = ckpt::h5::open_file(path, MPI_COMM_NULL);
@@ -188,13 +188,14 @@ ExportResult export_checkpoint(const std::string& ckpt_path, const std::string& 
                        }});
   }
   const Tokenizer tokenizer = checkpoint_tokenizer(h);
-  const std::string config = hf_config_json(h.model, tokenizer);  // before any file: it may refuse the model
+  const std::string config = hf_config_json(h.model, tokenizer, bf16);  // before any file: it may refuse the model
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) throw CheckpointError(fmt::format("cannot create '{}': {}", out_dir, ec.message()));
   write_safetensors_streamed((fs::path(out_dir) / "model.safetensors").string(), tensors,
                     {{"format", "pt"}, {"producer", "trident"}, {"checkpoint", path},
-                     {"step", std::to_string(h.progress.step)}});
+                     {"step", std::to_string(h.progress.step)}},
+                    bf16 ? SafetensorsDtype::BF16 : SafetensorsDtype::F32);
   ExportResult result{path, tokenizer, {"model.safetensors", "config.json"}};
   write_file_atomically("ckpt export", (fs::path(out_dir) / "config.json").string(), config);
   for (const auto& name : text::write_hf_tokenizer_files(out_dir, result.tokenizer, h.model.seq_len))

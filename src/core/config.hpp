@@ -92,6 +92,12 @@ struct TrainConfig {
   Recompute recompute = Recompute::None;
   Precision precision = Precision::FP32;
   MatmulPrecision matmul_precision = MatmulPrecision::FP32;  // the linear layers' GEMM operands
+  double logits_chunk_mib = 256;  // the LM head's fp32 logits at most this many MiB at a time; 0: all rows
+  int64_t logits_chunk_bytes() const { return int64_t(logits_chunk_mib * 1048576.0); }
+  // The GEMM operands a run uses: bf16 under precision = "bf16" (the deck refuses tf32 with it).
+  MatmulPrecision gemm_precision() const {
+    return precision == Precision::BF16 ? MatmulPrecision::BF16 : matmul_precision;
+  }
   int64_t sample_every = 0;    // steps between samples of the model's text; 0 = never
   int64_t sample_tokens = 64;  // tokens per sample
   std::string sample_prompt;   // text the samples continue; empty: the end-of-text token (a newline for bytes)

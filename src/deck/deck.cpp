@@ -286,10 +286,10 @@ class DeckReader {
       rule_error("mesh", "sequence_parallel",
                  fmt::format("[mesh] sequence_parallel needs [model] seq_len = {} divisible by tp = {}", m.seq_len,
                              mesh.tp));
-    if (t.precision == Precision::BF16 && cfg.runtime.backend == Backend::Cpu)
-      rule_error("train", "precision",
-                 "[train] precision = \"bf16\" needs [runtime] backend = \"cuda\"; the cpu backend computes in fp32 "
-                 "(bf16 GEMM operands on fp32 storage, on either backend: [train] matmul_precision = \"bf16\")");
+    if (t.precision == Precision::BF16 && t.matmul_precision == MatmulPrecision::TF32)
+      rule_error("train", "matmul_precision",
+                 "[train] matmul_precision = \"tf32\" contradicts [train] precision = \"bf16\", whose GEMMs take bf16 "
+                 "operands; leave matmul_precision out");
     if (cfg.runtime.comm == Comm::Nccl && cfg.runtime.backend == Backend::Cpu)
       rule_error("runtime", "comm",
                  "[runtime] comm = \"nccl\" needs [runtime] backend = \"cuda\"; the cpu backend communicates over MPI");

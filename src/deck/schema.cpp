@@ -366,7 +366,11 @@ std::vector<KeySpec> build() {
                      "recompute the layer in backward (full), or recompute only the attention core (selective)."));
   k.push_back(choice("train", "precision", &TrainConfig::precision, &Config::train,
                      {{"fp32", Precision::FP32}, {"bf16", Precision::BF16}},
-                     "Arithmetic precision; bf16 needs runtime.backend = \"cuda\"."));
+                     "Arithmetic precision. bf16: GEMM (and, at head sizes 64 and 128, attention) operands in bf16 "
+                     "with fp32 sums, as matmul_precision = \"bf16\", and the activations kept for backward stored in "
+                     "bf16 (half the bytes), rounded where they are produced, except the residual stream; parameters, "
+                     "gradients, norm statistics, loss and optimizer stay fp32 (bf16 parameter and gradient copies are "
+                     "not built yet). Either backend."));
   k.push_back(choice("train", "matmul_precision", &TrainConfig::matmul_precision, &Config::train,
                      {{"fp32", MatmulPrecision::FP32}, {"tf32", MatmulPrecision::TF32}, {"bf16", MatmulPrecision::BF16}},
                      "The operands of the linear layers' GEMMs: exact fp32, or rounded to TF32 or bfloat16 with fp32 "
@@ -374,7 +378,12 @@ std::vector<KeySpec> build() {
                      "cpu: the same rounding, then sgemm. bf16 also rounds attention's products' operands (q, k, v, "
                      "the probabilities; backward the output gradient, P and dS) at head sizes 64 and 128 (cuda: "
                      "tensor-core flash attention); other head sizes, TF32, decoding, norms, loss and optimizer "
-                     "stay fp32."));
+                     "stay fp32. precision = \"bf16\" implies bf16 here and refuses tf32."));
+  k.push_back(real("train", "logits_chunk_mib", &TrainConfig::logits_chunk_mib, &Config::train, 0.0, false, inf,
+                   "The LM head computes the logits, the cross-entropy and their backward over the micro-batch's "
+                   "positions in chunks whose fp32 logits take at most this many MiB (at least one position), so "
+                   "the [micro_batch * seq_len, vocab] logits are never stored whole; 0 = all positions at once. "
+                   "Only the LM head weight's gradient sums in another order."));
   k.push_back(integer("train", "sample_every", &Config::train, &TrainConfig::sample_every, 0, int64_t(1) << 40,
                       "Every this many steps, print a sample of the model's text (temperature 1, seeded by the step) "
                       "and write it to the metrics; 0 = never. Needs pp = 1."));

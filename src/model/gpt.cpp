@@ -7,11 +7,12 @@
 
 namespace trident {
 
-GptModel::GptModel(const GptShapes& s, Kernels& kernels, Recompute recompute, int64_t B, TensorParallel tp,
+GptModel::GptModel(const GptShapes& s, Kernels& kernels, ActivationPolicy policy, int64_t B, TensorParallel tp,
                    ChunkSpec chunk, WholeBuffers whole)
     : shapes_(s),
       k_(kernels),
-      recompute_(recompute),
+      recompute_(policy.recompute),
+      bf16_(policy.precision == Precision::BF16),
       tp_(tp),
       sp_(tp.sequence_parallel && tp.size() > 1),
       B_(B),
@@ -49,17 +50,19 @@ GptModel::GptModel(const GptShapes& s, Kernels& kernels, Recompute recompute, in
     atty_scratch_ = take(N * Cl_, false, &owned_);
   }
   if (recompute_ == Recompute::Full) full_acts_ = make_layer_acts(false, &owned_);
+  if (bf16_ && recompute_ != Recompute::Full)
+    for (const auto& f : packed_fields()) work_acts_.*f.value = take(f.n, false, &owned_);
   if (layout_.has_head()) {
     targets_ = k_.alloc_int(N);
     owned_.push_back(targets_);
     lnf_ = take(Nl * C, false, &owned_);
     lnf_mean_ = take(Nl, false, &owned_);
     lnf_rstd_ = take(Nl, false, &owned_);
-    logits_ = take(N * Vl_, false, &owned_);
+    head_rows_ = logits_chunk_rows(policy.logits_chunk_bytes, Vl_, N);
+    logits_ = take(head_rows_ * Vl_, false, &owned_);
     losses_ = take(N, false, &owned_);
-    rowmax_ = take(N, false, &owned_);
-    sumexp_ = take(2 * N, false, &owned_);  // sumexp and target logit side by side: one TP all-reduce
-    target_logit_ = sumexp_ + N;
+    rowmax_ = take(head_rows_, false, &owned_);
+    sumexp_ = take(2 * head_rows_, false, &owned_);
   }
   dres_ = take(Nl * C, false, &owned_);
   dln_ = take(N * C, false, &owned_);
@@ -94,22 +97,50 @@ float* GptModel::take(int64_t n, bool saved, std::vector<void*>* owner) {
   return p;
 }
 
-GptModel::LayerActs GptModel::make_layer_acts(bool saved, std::vector<void*>* owner) {
+std::array<GptModel::PackedField, 6> GptModel::packed_fields() const {
   const int64_t N = N_, Nl = Nl_, C = shapes_.C;
+  return {{{&LayerActs::ln1, &PackedActs::ln1, Nl * C},
+           {&LayerActs::qkv, &PackedActs::qkv, N * QKVl_},
+           {&LayerActs::atty, &PackedActs::atty, N * Cl_},
+           {&LayerActs::ln2, &PackedActs::ln2, Nl * C},
+           {&LayerActs::fch, &PackedActs::fch, N * FCl_},
+           {&LayerActs::fchg, &PackedActs::fchg, N * Fl_}}};
+}
+
+// A slot's set under bf16 storage takes the packed fields from work_acts_ (the slot keeps their
+// patterns, make_packed_acts) and its own fp32 buffers for the rest.
+GptModel::LayerActs GptModel::make_layer_acts(bool saved, std::vector<void*>* owner) {
+  const int64_t Nl = Nl_, C = shapes_.C;
   LayerActs a{};
-  a.ln1 = take(Nl * C, saved, owner);
+  for (const auto& f : packed_fields()) a.*f.value = saved && bf16_ ? work_acts_.*f.value : take(f.n, saved, owner);
   a.ln1_mean = take(Nl, saved, owner);
   a.ln1_rstd = take(Nl, saved, owner);
-  a.qkv = take(N * QKVl_, saved, owner);
-  a.atty = take(N * Cl_, saved, owner);
   a.x2 = take(Nl * C, saved, owner);
-  a.ln2 = take(Nl * C, saved, owner);
   a.ln2_mean = take(Nl, saved, owner);
   a.ln2_rstd = take(Nl, saved, owner);
-  a.fch = take(N * FCl_, saved, owner);
-  a.fchg = take(N * Fl_, saved, owner);
   a.lse = recompute_ == Recompute::None ? take(B_ * NHl_ * shapes_.T, saved, owner) : lse_scratch_;
   return a;
+}
+
+GptModel::PackedActs GptModel::make_packed_acts(std::vector<void*>* owner) {
+  PackedActs p{};
+  for (const auto& f : packed_fields()) {
+    owner->push_back(p.*f.bits = k_.alloc_bf16(f.n));
+    slot_bytes_ += f.n * int64_t(sizeof(uint16_t));
+  }
+  return p;
+}
+
+const GptModel::PackedActs* GptModel::packed_for(const Slot& s, int64_t l) const {
+  return s.packed.empty() ? nullptr : &s.packed[l - L0_];
+}
+
+void GptModel::keep(float* x, const PackedActs* packed, uint16_t* PackedActs::*field, int64_t n) {
+  if (bf16_) k_.round_to_bf16(x, packed ? packed->*field : nullptr, n);
+}
+
+void GptModel::unpack(const PackedActs& packed, const LayerActs& a) {
+  for (const auto& f : packed_fields()) k_.unpack_bf16(a.*f.value, packed.*f.bits, f.n);
 }
 
 // Slots are made on first need and reused afterwards.
@@ -127,7 +158,10 @@ int GptModel::acquire_slot() {
     }
     for (int64_t i = 0; i <= nl_; ++i) slot->residual.push_back(take(Nl_ * shapes_.C, true, &slot->owned));
     if (recompute_ != Recompute::Full)
-      for (int64_t i = 0; i < nl_; ++i) slot->acts.push_back(make_layer_acts(true, &slot->owned));
+      for (int64_t i = 0; i < nl_; ++i) {
+        slot->acts.push_back(make_layer_acts(true, &slot->owned));
+        if (bf16_) slot->packed.push_back(make_packed_acts(&slot->owned));
+      }
     if (layout_.has_head()) slot->dtop = take(Nl_ * shapes_.C, true, &slot->owned);
     act_bytes_.saved = slot_bytes_;
     slots_.push_back(std::move(slot));
@@ -205,22 +239,29 @@ void GptModel::layer_forward(Slot& sl, int64_t l, const LayerActs& a) {
   const int64_t N = N_, Nl = Nl_, C = s.C;
   const bool bias_here = tp_.rank() == 0;  // row-parallel biases enter the reduction once
   const float* x = sl.residual[l - L0_];
+  const PackedActs* pk = packed_for(sl, l);
   acquire_params(layer_range(l));
   norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b);
+  keep(a.ln1, pk, &PackedActs::ln1, Nl * C);
   k_.matmul_forward(a.qkv, to_full(a.ln1, C), param(p.qkv_w), optional_param(p.qkv_b), N, C, QKVl_);
   if (s.rope) k_.rope_forward(a.qkv, rope_table_, B_, s.T, NHl_, KVHl_, s.HD, 0, s.T);
+  keep(a.qkv, pk, &PackedActs::qkv, N * QKVl_);
   k_.attention_forward(a.atty, a.lse, a.qkv, B_, s.T, NHl_, KVHl_, s.HD);
+  keep(a.atty, pk, &PackedActs::atty, N * Cl_);
   k_.matmul_forward(partial_for(a.x2), a.atty, param(p.attn_proj_w), bias_here ? optional_param(p.attn_proj_b) : nullptr,
                     N, Cl_, C);
   from_partial(partial_for(a.x2), a.x2, C);
   k_.accumulate(a.x2, x, Nl * C);  // x2 = x + attn
   norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, p.ln2_w, p.ln2_b);
+  keep(a.ln2, pk, &PackedActs::ln2, Nl * C);
   k_.matmul_forward(a.fch, to_full(a.ln2, C), param(p.fc_w), optional_param(p.fc_b), N, C, FCl_);
+  keep(a.fch, pk, &PackedActs::fch, N * FCl_);
   if (s.swiglu) {
     k_.swiglu_forward(a.fchg, a.fch, N, Fl_);
   } else {
     k_.gelu_forward(a.fchg, a.fch, N * Fl_);
   }
+  keep(a.fchg, pk, &PackedActs::fchg, N * Fl_);
   float* out = sl.residual[l - L0_ + 1];
   k_.matmul_forward(partial_for(out), a.fchg, param(p.fc_proj_w), bias_here ? optional_param(p.fc_proj_b) : nullptr, N,
                     Fl_, C);
@@ -239,8 +280,10 @@ void GptModel::layer_backward(Slot& sl, int64_t l, const LayerActs& a) {
   if (l > L0_) prefetch_params(layer_range(l - 1));
   if (recompute_ == Recompute::Full) {
     layer_forward(sl, l, a);
-  } else if (recompute_ == Recompute::Selective) {
-    k_.attention_forward(atty_scratch_, a.lse, a.qkv, B_, s.T, NHl_, KVHl_, s.HD);  // same bits as a.atty
+  } else {
+    if (const PackedActs* pk = packed_for(sl, l)) unpack(*pk, a);
+    if (recompute_ == Recompute::Selective)
+      k_.attention_forward(atty_scratch_, a.lse, a.qkv, B_, s.T, NHl_, KVHl_, s.HD);  // same bits as a.atty
   }
   open_grads(layer_range(l).first, layer_range(l).second);
   // MLP branch; the residual passes dres through unchanged and the norm's backward adds to it.
@@ -272,10 +315,11 @@ void GptModel::layer_backward(Slot& sl, int64_t l, const LayerActs& a) {
   release_params(layer_range(l));
 }
 
-// Final LN, logits and the vocab-parallel fused cross-entropy; with_grad: the head's backward
-// (LM head, final LN) into s.dtop. The per-position losses are summed onto loss_sum_.
+// Final LN, then the logits and the vocab-parallel fused cross-entropy chunk by chunk of rows; with_grad:
+// each chunk's LM-head backward right after its loss (the chunk's logits then hold its gradient), then
+// the final LN's backward into s.dtop. The per-position losses are summed onto loss_sum_.
 void GptModel::head_forward(Slot& sl, const int32_t* targets, float dloss_scale, bool with_grad) {
-  const int64_t N = N_, C = shapes_.C;
+  const int64_t N = N_, Nl = Nl_, C = shapes_.C;
   const float* top = sl.residual[nl_];
   const std::pair<int64_t, int64_t> tail{layout_.lnf_w(), layout_.total()};  // ln_f and an untied lm_head
   const std::pair<int64_t, int64_t> wte{layout_.wte(), layout_.wte() + Vl_ * C};
@@ -283,35 +327,41 @@ void GptModel::head_forward(Slot& sl, const int32_t* targets, float dloss_scale,
   if (shapes_.tied) acquire_params(wte);
   k_.copy_to_device_int(targets_, targets, N);
   norm_forward(lnf_, lnf_mean_, lnf_rstd_, top, layout_.lnf_w(), layout_.lnf_b());
-  const float* lnf_full = to_full(lnf_, C);
-  k_.matmul_forward(logits_, lnf_full, param(layout_.lm_head()), nullptr, N, C, Vl_);
-  // Max, sum of exponentials and target logit are reduced over the vocabulary shards; the logits never are.
-  k_.xent_row_max(rowmax_, logits_, N, Vl_, vocab_real_);
-  if (tp_.size() > 1) tp_.group->all_reduce(rowmax_, N, ReduceOp::Max);
-  k_.xent_sumexp_target(sumexp_, target_logit_, logits_, rowmax_, targets_, vocab_begin_, N, Vl_, vocab_real_);
-  if (tp_.size() > 1) tp_.group->all_reduce(sumexp_, 2 * N);
-  k_.xent_loss_grad(losses_, logits_, rowmax_, sumexp_, target_logit_, targets_, vocab_begin_, dloss_scale, N, Vl_,
-                    vocab_real_);
+  const float* lnf_full = to_full(lnf_, C);  // stays intact: nothing is gathered until the head's end
+  if (with_grad) {
+    open_grads(tail.first, tail.second);
+    if (shapes_.tied) open_grads(wte.first, wte.second);
+    k_.fill(dln_, 0.f, N * C);
+  }
+  for (int64_t r0 = 0; r0 < N; r0 += head_rows_) head_rows(r0, std::min(head_rows_, N - r0), lnf_full, dloss_scale, with_grad);
   k_.sum_into(loss_sum_, losses_, N);
-  if (with_grad) head_backward(sl, lnf_full);
+  if (with_grad) {
+    float* dln_local = sp_ ? partial_ : dln_;
+    from_partial(dln_, dln_local, C);
+    k_.fill(sl.dtop, 0.f, Nl * C);
+    norm_backward(sl.dtop, layout_.lnf_w(), layout_.lnf_b(), dln_local, top, lnf_mean_, lnf_rstd_);
+    close_grads();
+  }
   release_params(tail);
   if (shapes_.tied) release_params(wte);
 }
 
-// The head's backward (LM head, final LN) into s.dtop; logits_ holds dloss_scale * dL/dlogits.
-void GptModel::head_backward(Slot& sl, const float* lnf_full) {
-  const int64_t N = N_, Nl = Nl_, C = shapes_.C;
-  const float* top = sl.residual[nl_];
-  // logits_ now holds dloss_scale * dL/dlogits; lnf_full is still intact (nothing gathered since).
-  float* dln_local = sp_ ? partial_ : dln_;
-  open_grads(layout_.lnf_w(), layout_.total());  // ln_f and an untied lm_head
-  if (shapes_.tied) open_grads(layout_.wte(), layout_.wte() + Vl_ * C);
-  k_.fill(dln_, 0.f, N * C);
-  k_.matmul_backward(dln_, grad(layout_.lm_head()), nullptr, logits_, lnf_full, param(layout_.lm_head()), N, C, Vl_);
-  from_partial(dln_, dln_local, C);
-  k_.fill(sl.dtop, 0.f, Nl * C);
-  norm_backward(sl.dtop, layout_.lnf_w(), layout_.lnf_b(), dln_local, top, lnf_mean_, lnf_rstd_);
-  close_grads();
+// Max, sum of exponentials and target logit are reduced over the vocabulary shards; the logits never
+// are. sumexp_ holds the chunk's n sums and then its n target logits: one TP all-reduce for both.
+void GptModel::head_rows(int64_t r0, int64_t n, const float* lnf_full, float dloss_scale, bool with_grad) {
+  const int64_t C = shapes_.C;
+  const float* x = lnf_full + r0 * C;
+  float* target_logit = sumexp_ + n;
+  k_.matmul_forward(logits_, x, param(layout_.lm_head()), nullptr, n, C, Vl_);
+  k_.xent_row_max(rowmax_, logits_, n, Vl_, vocab_real_);
+  if (tp_.size() > 1) tp_.group->all_reduce(rowmax_, n, ReduceOp::Max);
+  k_.xent_sumexp_target(sumexp_, target_logit, logits_, rowmax_, targets_ + r0, vocab_begin_, n, Vl_, vocab_real_);
+  if (tp_.size() > 1) tp_.group->all_reduce(sumexp_, 2 * n);
+  k_.xent_loss_grad(losses_ + r0, logits_, rowmax_, sumexp_, target_logit, targets_ + r0, vocab_begin_, dloss_scale, n,
+                    Vl_, vocab_real_);
+  if (with_grad)  // logits_ now holds dloss_scale * dL/dlogits of these rows
+    k_.matmul_backward(dln_ + r0 * C, grad(layout_.lm_head()), nullptr, logits_, x, param(layout_.lm_head()), n, C,
+                       Vl_);
 }
 
 int GptModel::forward(const int32_t* tokens, const float* input, const int32_t* targets, float dloss_scale,

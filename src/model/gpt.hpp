@@ -14,10 +14,19 @@
 //   full       only each layer's input is kept; the layer's forward is rerun before its backward.
 // Kernels are deterministic, so the three modes give bit-identical losses and gradients.
 //
+// train.precision = "bf16" (Precision::BF16): the activations a layer keeps for backward, its norm
+// outputs, q|k|v, attention output, MLP pre-activation and activation, are rounded to bf16
+// (Kernels::round_to_bf16) as soon as they are produced, so forward goes on with the rounded values, and
+// a slot keeps only their bf16 patterns; backward unpacks a layer's into one shared fp32 set. Forward and
+// backward therefore read the same values, the three recompute modes stay bit-identical, and these
+// tensors take half the bytes. The residual stream (each layer's input and its sum after attention) and
+// the statistics (mean, rstd, log-sum-exp) stay fp32, as do parameters and gradients.
+//
 // Micro-batches in flight (pipeline schedules) each own an activation slot; a slot is taken by
 // forward() and given back by backward() (or release()). The chunk holding the LM head runs the
 // head's backward right after the loss, so its logits never outlive one micro-batch. The loss is
 // summed in backend memory and read by the host once per step (take_loss_sum()).
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -90,6 +99,22 @@ class ParameterSource {
   virtual void prefetch(int64_t begin, int64_t end) = 0;
 };
 
+// How a chunk keeps its activations: the recompute mode, bf16 storage (above), and how many rows of the
+// LM head's fp32 logits exist at once: the head runs the logits, the vocab-parallel cross-entropy and
+// its backward over the micro-batch's rows in chunks whose logits take at most logits_chunk_bytes (at
+// least one row; 0: all rows at once), so the [B*T, V] logits are never stored whole.
+struct ActivationPolicy {
+  Recompute recompute = Recompute::None;
+  Precision precision = Precision::FP32;
+  int64_t logits_chunk_bytes = 0;
+  ActivationPolicy(Recompute r = Recompute::None, Precision p = Precision::FP32, int64_t chunk_bytes = 0)
+      : recompute(r), precision(p), logits_chunk_bytes(chunk_bytes) {}
+};
+
+inline ActivationPolicy activation_policy(const TrainConfig& t) {
+  return {t.recompute, t.precision, t.logits_chunk_bytes()};
+}
+
 // The whole-chunk buffers a GptModel allocates. ZeRO-2 gives backward a GradientSink instead of the
 // gradient buffer, ZeRO-3 forward and backward a ParameterSource instead of the parameter buffer: a
 // chunk built for them never allocates those buffers, not even for a moment at start-up.
@@ -102,7 +127,8 @@ class GptModel {
  public:
   // B: sequences per micro-batch. Parameters and gradients (those `whole` asks for) are allocated
   // zeroed; with tp, this rank's shard of them (layout().tp_rank()).
-  GptModel(const GptShapes& shapes, Kernels& kernels, Recompute recompute, int64_t B, TensorParallel tp = {},
+  // The GEMMs' operand precision is the Kernels' own (set_matmul_precision), not the policy's.
+  GptModel(const GptShapes& shapes, Kernels& kernels, ActivationPolicy policy, int64_t B, TensorParallel tp = {},
            ChunkSpec chunk = ChunkSpec::whole_model(), WholeBuffers whole = {});
   ~GptModel();
   GptModel(const GptModel&) = delete;
@@ -181,18 +207,37 @@ class GptModel {
   struct LayerActs {
     float *ln1, *ln1_mean, *ln1_rstd, *qkv, *lse, *atty, *x2, *ln2, *ln2_mean, *ln2_rstd, *fch, *fchg;
   };
+  // bf16 storage: the bf16 patterns of a layer's rounded activations (the LayerActs fields of the same
+  // names then point into the shared work_acts_).
+  struct PackedActs {
+    uint16_t *ln1, *qkv, *atty, *ln2, *fch, *fchg;
+  };
   // Everything one micro-batch in flight keeps between its forward and its backward.
   struct Slot {
     bool busy = false;
     int32_t* tokens = nullptr;         // first chunk: for the embedding's backward
     std::vector<float*> residual;      // layers+1 tensors [Nl, C]: each layer's input, then the output
     std::vector<LayerActs> acts;       // per layer (none, selective); empty for full recompute
+    std::vector<PackedActs> packed;    // per layer, bf16 storage (none, selective); else empty
     float* dtop = nullptr;             // head chunk: gradient of the last layer's output
     std::vector<void*> owned;
   };
 
   float* take(int64_t n, bool saved, std::vector<void*>* owner);
   LayerActs make_layer_acts(bool saved, std::vector<void*>* owner);
+  PackedActs make_packed_acts(std::vector<void*>* owner);
+  // bf16 storage: layer l's packed activations in the slot, or null (fp32, or full recompute).
+  const PackedActs* packed_for(const Slot& s, int64_t l) const;
+  // bf16 storage: x rounded in place, and its patterns kept in `packed` when not null. fp32: nothing.
+  void keep(float* x, const PackedActs* packed, uint16_t* PackedActs::*field, int64_t n);
+  void unpack(const PackedActs& packed, const LayerActs& a);
+  // The activations bf16 storage packs: their LayerActs and PackedActs fields and element counts.
+  struct PackedField {
+    float* LayerActs::*value;
+    uint16_t* PackedActs::*bits;
+    int64_t n;
+  };
+  std::array<PackedField, 6> packed_fields() const;
   int acquire_slot();
   void free_slot(Slot& s);
   const LayerActs& acts_for(const Slot& s, int64_t l) const;
@@ -204,10 +249,11 @@ class GptModel {
   void norm_backward(float* dx, int64_t weight, int64_t bias, const float* dout, const float* x, const float* mean,
                      const float* rstd);
   void sum_over_replicas(const ParamTensor& t, float* g, int64_t n);
-  // Head: final LN, logits, vocab-parallel cross-entropy (losses summed onto loss_sum_); with_grad:
-  // backward into s.dtop.
+  // Head: final LN, then logits and the vocab-parallel cross-entropy chunk by chunk (losses summed onto
+  // loss_sum_); with_grad: each chunk's LM-head backward at once, then the final LN's into s.dtop.
   void head_forward(Slot& s, const int32_t* targets, float dloss_scale, bool with_grad);
-  void head_backward(Slot& s, const float* lnf_full);
+  // Rows [r0, r0 + n) of the head (n <= head_rows_): logits, loss, and with_grad their gradients.
+  void head_rows(int64_t r0, int64_t n, const float* lnf_full, float dloss_scale, bool with_grad);
   // The two TP communication primitives (identity when tp = 1):
   //   to_full:      this rank's [Nl, width] rows -> all N rows (all-gather with SP; else the same buffer)
   //   from_partial: a [N, width] partial sum on every rank -> this rank's reduced rows
@@ -237,6 +283,7 @@ class GptModel {
   GptShapes shapes_;
   Kernels& k_;
   Recompute recompute_;
+  bool bf16_;                     // bf16 storage of the activations kept for backward
   TensorParallel tp_;
   bool sp_ = false;
   int64_t B_, N_, Nl_, row0_;     // tokens in the micro-batch, rows on this rank, first row
@@ -244,6 +291,7 @@ class GptModel {
   int64_t KVHl_, QKVl_, FCl_;     // this rank's kv heads, q|k|v width, and c_fc (gate|up) width
   int64_t vocab_begin_, vocab_real_;  // first vocabulary row here, and how many of them are real
   int64_t L0_, nl_;               // first layer of the chunk, layers in it
+  int64_t head_rows_ = 0;         // rows of logits at once (ActivationPolicy::logits_chunk_bytes)
   ParameterLayout layout_;
   ParameterLayout global_layout_;
   float* params_ = nullptr;
@@ -255,9 +303,11 @@ class GptModel {
   std::vector<std::unique_ptr<Slot>> slots_;
   int32_t* targets_ = nullptr;
   LayerActs full_acts_{};               // full recompute: one set, rebuilt per layer
+  LayerActs work_acts_{};               // bf16 storage (none, selective): a layer's unpacked activations
   float* lse_scratch_ = nullptr;        // selective/full: recomputed attention log-sum-exp
   float* atty_scratch_ = nullptr;       // selective: attention output discarded on recompute
-  float *lnf_, *lnf_mean_, *lnf_rstd_, *logits_, *losses_, *rowmax_, *sumexp_, *target_logit_;
+  float *lnf_, *lnf_mean_, *lnf_rstd_, *losses_;
+  float *logits_, *rowmax_, *sumexp_;   // one chunk of head_rows_ rows (sumexp_: 2 per row, see head_rows)
   float *dres_, *dln_, *dqkv_, *dfch_, *dfchg_;
   float* gathered_ = nullptr;           // SP: [N, C] all-gathered input of a column-parallel GEMM
   float* partial_ = nullptr;            // SP: [N, C] partial output of a row-parallel GEMM / input grad

@@ -1,5 +1,6 @@
 #include "model/shapes.hpp"
 
+#include <algorithm>
 #include <numeric>
 
 namespace trident {
@@ -25,6 +26,11 @@ GptShapes GptShapes::from(const ModelConfig& m, int tp) {
   s.swiglu = m.mlp == Mlp::SwiGlu;
   s.bias = m.bias;
   return s;
+}
+
+int64_t logits_chunk_rows(int64_t chunk_bytes, int64_t vocab_rows, int64_t positions) {
+  if (chunk_bytes <= 0) return positions;
+  return std::clamp<int64_t>(chunk_bytes / (vocab_rows * int64_t(sizeof(float))), 1, positions);
 }
 
 }  // namespace trident

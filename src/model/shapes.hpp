@@ -32,4 +32,8 @@ struct GptShapes {
   static GptShapes from(const ModelConfig& m, int tp = 1);
 };
 
+// Rows of the LM head's fp32 logits computed at once (train.logits_chunk_mib): as many rows of vocab_rows
+// floats as chunk_bytes holds, at least one, at most positions; chunk_bytes 0: all positions.
+int64_t logits_chunk_rows(int64_t chunk_bytes, int64_t vocab_rows, int64_t positions);
+
 }  // namespace trident

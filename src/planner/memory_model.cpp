@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "model/shapes.hpp"
 
 namespace trident::planner {
 
@@ -62,6 +63,12 @@ ModelStateBytes model_state_bytes(double params, Precision precision, int zero, 
   return s;
 }
 
+StorageBytes storage_bytes(Precision precision) {
+  StorageBytes b;
+  if (precision == Precision::BF16) b.saved_activation = 2;
+  return b;
+}
+
 double attention_score_bytes(const ActivationShape& a) {
   if (a.flash_attention) return 4.0 * a.heads * a.seq * a.micro_batch / a.tp;  // fp32 log-sum-exp per row
   // Softmax output (elem_bytes), dropout mask (1) and dropout output (elem_bytes) of a*s*s*b elements,
@@ -73,8 +80,9 @@ double attention_score_bytes(const ActivationShape& a) {
 double layer_activation_bytes(const ActivationShape& a, Recompute recompute) {
   const double sbh = a.seq * a.micro_batch * a.hidden;
   const double e = a.elem_bytes, d = a.dropout ? 1.0 : 0.0;
+  const double r = a.residual_bytes > 0 ? a.residual_bytes : e;
   const double t = a.tp;
-  if (recompute == Recompute::Full) return e * sbh / (a.sequence_parallel ? t : 1.0);
+  if (recompute == Recompute::Full) return r * sbh / (a.sequence_parallel ? t : 1.0);
   // Korthikanti Sec. 4.1, per tensor (16-bit case in brackets):
   //   replicated across TP ranks unless sequence-parallel: the two LayerNorm inputs (4sbh), the two
   //   LayerNorm outputs feeding the QKV and MLP-up GEMMs (4sbh), two dropout masks (2sbh)  -> 10sbh
@@ -85,7 +93,7 @@ double layer_activation_bytes(const ActivationShape& a, Recompute recompute) {
   const double ffn = a.ffn > 0 ? a.ffn : 4 * a.hidden;
   const double kv = a.kv_hidden > 0 ? a.kv_hidden : a.hidden;
   const double sb = a.seq * a.micro_batch;
-  const double replicated = sbh * (4 * e + 2 * d);
+  const double replicated = sbh * (2 * r + 2 * e + 2 * d);  // LayerNorm inputs are the residual stream
   const double split = e * sb * (a.hidden + 2 * kv) + e * sbh + (a.swiglu ? 3 : 2) * e * sb * ffn;
   const double linear = (a.sequence_parallel ? replicated / t : replicated) + split / t;
   const double scores = recompute == Recompute::Selective ? 0.0 : attention_score_bytes(a);
@@ -184,6 +192,23 @@ double zero2_gradient_staging_bytes(const ModelConfig& m, const Layout& l, int s
   return elem_bytes * ((holds_wte ? std::max(wte, layer) : layer) + layer + (shared_wte ? wte : 0.0));
 }
 
+double gemm_operand_copy_bytes(const Config& cfg, const ClusterSpec& cluster, const Layout& l, bool head) {
+  const MatmulPrecision precision = cfg.train.gemm_precision();
+  const bool cpu = cluster.peak_tflops_bf16 <= 0;
+  if (precision == MatmulPrecision::FP32 || (precision == MatmulPrecision::TF32 && !cpu)) return 0;
+  const auto& m = cfg.model;
+  const double N = double(l.micro_batch) * double(m.seq_len), C = double(m.hidden), t = l.tp;
+  const double qkv = (C + 2.0 * double(m.head_dim() * m.kv())) / t, fc = double(ffn_hidden_of(m)) / t;
+  const double up = m.mlp == Mlp::SwiGlu ? 2 * fc : fc;
+  // Backward of out[N, OC] = in[N, IC] W[OC, IC]^T rounds dY, W and X.
+  const auto gemm = [](double rows, double IC, double OC) { return rows * OC + OC * IC + rows * IC; };
+  double elements = std::max({gemm(N, C, qkv), gemm(N, C / t, C), gemm(N, C, up), gemm(N, fc, C)});
+  const int64_t vocab_rows = padded_vocab(m, l.tp) / l.tp;  // the head runs logits_chunk_rows at a time
+  const double head_rows = double(logits_chunk_rows(cfg.train.logits_chunk_bytes(), vocab_rows, int64_t(N)));
+  if (head) elements = std::max(elements, gemm(head_rows, C, double(vocab_rows)));
+  return elements * (cpu ? 4.0 : 2.0);
+}
+
 double zero3_parameter_gather_bytes(const ModelConfig& m, const Layout& l, double elem_bytes) {
   const double wte = double(padded_vocab(m, l.tp)) * double(m.hidden) / l.tp;
   const double layer = layer_params_per_rank(m, l.tp);
@@ -194,8 +219,8 @@ MemoryEstimate estimate_memory(const Config& cfg, const ClusterSpec& cluster, co
                                const Placement& placement) {
   const auto& m = cfg.model;
   const int64_t mb = micro_batches(cfg, l);
-  const bool bf16 = cfg.train.precision == Precision::BF16;
-  const double e = bf16 ? 2.0 : 4.0;
+  const StorageBytes bytes = storage_bytes(cfg.train.precision);
+  const double e = bytes.communicated;  // buffers, the final LayerNorm's and the head's inputs
   ActivationShape shape;
   shape.seq = double(m.seq_len);
   shape.micro_batch = double(l.micro_batch);
@@ -206,10 +231,14 @@ MemoryEstimate estimate_memory(const Config& cfg, const ClusterSpec& cluster, co
   shape.swiglu = m.mlp == Mlp::SwiGlu;
   shape.tp = l.tp;
   shape.sequence_parallel = l.sequence_parallel;
-  shape.elem_bytes = e;
+  shape.elem_bytes = bytes.saved_activation;
+  shape.residual_bytes = bytes.residual;
   shape.dropout = kTridentDropout;
   shape.flash_attention = kTridentFlashAttention;
   const double per_layer = layer_activation_bytes(shape, l.recompute);
+  const bool bf16 = cfg.train.precision == Precision::BF16;
+  ActivationShape fp32_shape = shape;
+  fp32_shape.elem_bytes = fp32_shape.residual_bytes = 4;
   const double sbh = shape.seq * shape.micro_batch * shape.hidden;
   const double sp_div = l.sequence_parallel ? l.tp : 1.0;
   const double V = double(padded_vocab(m, l.tp));
@@ -222,21 +251,27 @@ MemoryEstimate estimate_memory(const Config& cfg, const ClusterSpec& cluster, co
     st.stage = s;
     st.layers = layers[s];
     st.params = stage_params_per_rank(m, l, s, layers[s]);
-    st.states = model_state_bytes(st.params, cfg.train.precision, l.zero, l.dp);
+    st.states = model_state_bytes(st.params, Precision::FP32, l.zero, l.dp);  // fp32 under either (storage_bytes)
     st.in_flight = microbatches_in_flight(l.schedule, l.pp, s, mb, l.virtual_stages);
     st.per_layer_activation = per_layer;
     st.activations = st.in_flight * double(st.layers) * per_layer;
+    // The working set during a layer's backward: full recompute rebuilds the layer's activations in fp32,
+    // selective its attention statistics; bf16 storage unpacks the kept tensors into one fp32 set.
     if (l.recompute == Recompute::Full)
-      st.recompute_working = layer_activation_bytes(shape, Recompute::None);
+      st.recompute_working = layer_activation_bytes(fp32_shape, Recompute::None);
     else if (l.recompute == Recompute::Selective)
       st.recompute_working = attention_score_bytes(shape);
+    if (bf16 && l.recompute != Recompute::Full)
+      st.recompute_working += layer_activation_bytes(fp32_shape, Recompute::Selective) - 2 * 4.0 * sbh / sp_div;
     if (s == 0 && shape.dropout) st.edge_activations += st.in_flight * sbh / sp_div;  // embedding dropout mask
     if (s == l.pp - 1) {
       // Final LayerNorm input, LM-head input (gathered over TP), fp32 logits of this rank's vocabulary
-      // shard (Korthikanti Sec. 4.3: 4sbh/t * (1 + v/h) with SP), per micro-batch alive on this stage.
+      // shard (Korthikanti Sec. 4.3: 4sbh/t * (1 + v/h) with SP), per micro-batch alive on this stage;
+      // trident's logits exist for one chunk of rows at a time (train.logits_chunk_mib).
       const double last_in_flight = microbatches_in_flight(l.schedule, l.pp, l.pp - 1, mb, l.virtual_stages);
-      st.edge_activations +=
-          last_in_flight * (e * sbh / sp_div + e * sbh + 4.0 * shape.seq * shape.micro_batch * V / l.tp);
+      const double logit_rows = double(logits_chunk_rows(cfg.train.logits_chunk_bytes(), int64_t(V) / l.tp,
+                                                         int64_t(shape.seq * shape.micro_batch)));
+      st.edge_activations += last_in_flight * (e * sbh / sp_div + e * sbh + 4.0 * logit_rows * V / l.tp);
     }
     // Communication buffers: two DP buckets in flight (mesh.bucket_mb), PP receive buffers for an
     // activation and a gradient, the all-gathered input of a sequence-parallel GEMM. ZeRO-2 has no
@@ -248,6 +283,7 @@ MemoryEstimate estimate_memory(const Config& cfg, const ClusterSpec& cluster, co
     if (l.dp > 1 && l.zero >= 3) st.comm_buffers += zero3_parameter_gather_bytes(m, l, e);
     if (l.pp > 1) st.comm_buffers += 2.0 * e * sbh;
     if (l.sequence_parallel && l.tp > 1) st.comm_buffers += e * sbh;
+    st.gemm_copies = gemm_operand_copy_bytes(cfg, cluster, l, s == l.pp - 1);
     st.reserved = cluster.reserved_gib * kGiB;
     est.stages.push_back(st);
   }

@@ -50,6 +50,16 @@ struct ModelStateBytes {
 };
 ModelStateBytes model_state_bytes(double params_on_rank, Precision precision, int zero, int dp);
 
+// Bytes per element of what trident holds and moves under train.precision (model/gpt.hpp). fp32: 4
+// throughout. bf16: the activations a layer keeps for backward take 2, but the residual stream, the
+// parameters and gradients (fp32; the parameters are AdamW's masters, no bf16 working copy yet) and every
+// communicated tensor take 4. model_state_bytes' BF16 (bf16 parameters and gradients, fp32 masters) is the
+// mixed-precision accounting of Megatron-LM and ZeRO, not yet trident's.
+struct StorageBytes {
+  double saved_activation = 4, residual = 4, communicated = 4;
+};
+StorageBytes storage_bytes(Precision precision);
+
 // Activation bytes one transformer layer keeps for one micro-batch until its backward pass
 // (Korthikanti et al. 2022, Sec. 4, generalised to `elem_bytes` per activation and optional dropout):
 //   no recompute, no TP:        sbh(34 + 5as/h)                   (16-bit activations, with dropout)
@@ -67,6 +77,7 @@ struct ActivationShape {
   int tp = 1;
   bool sequence_parallel = false;
   double elem_bytes = 2;
+  double residual_bytes = 0;  // the two LayerNorm inputs (the residual stream); 0: elem_bytes
   bool dropout = true;
   // Flash-style attention (trident's kernels): the softmax is never stored; backward recomputes it
   // from the per-row log-sum-exp, a*s*b fp32 values (split by heads), which replace the as^2 terms.
@@ -100,13 +111,14 @@ struct StageMemory {
   double edge_activations = 0;    // LM head (final LN, head input, fp32 logits) / embedding extras
   double recompute_working = 0;   // one layer's recomputed activations during its backward
   double comm_buffers = 0;        // DP buckets, PP send/receive buffers, SP all-gather buffer
+  double gemm_copies = 0;         // rounded GEMM operands (gemm_operand_copy_bytes)
   double reserved = 0;            // cluster.reserved_gib
   // The categories `trident train` reports for each rank (train/metrics.hpp, MemoryAccount).
   double parameters() const { return states.parameters; }
   double gradients() const { return states.gradients; }
   double optimizer_state() const { return states.optimizer(); }
   double all_activations() const { return activations + edge_activations + recompute_working; }
-  double buffers() const { return comm_buffers; }
+  double buffers() const { return comm_buffers + gemm_copies; }
   double runtime() const { return reserved; }
   double total() const {
     return parameters() + gradients() + optimizer_state() + all_activations() + buffers() + runtime();
@@ -140,6 +152,11 @@ double zero2_gradient_staging_bytes(const ModelConfig& m, const Layout& l, int s
 // ZeRO-3's gathered parameter copies beside the partition (parameters / dp): the largest segment (the
 // token embedding, or a layer) held while the next layer's gather is in flight, and one more layer.
 double zero3_parameter_gather_bytes(const ModelConfig& m, const Layout& l, double elem_bytes);
+// The rounded copies of one GEMM's operands that bf16 (or, on the CPU backend, TF32) GEMMs hold while they
+// run: the largest backward of a layer's GEMMs, or of the LM head on the last stage (`head`), rounding dY,
+// W and X. The CPU backend rounds fp32 copies into one workspace (a cluster without a bf16 peak, the cpu
+// preset); the CUDA backend makes bf16 copies, whose blocks its caching allocator keeps.
+double gemm_operand_copy_bytes(const Config& cfg, const ClusterSpec& cluster, const Layout& l, bool head);
 
 MemoryEstimate estimate_memory(const Config& cfg, const ClusterSpec& cluster, const Layout& l,
                                const Placement& placement);

@@ -71,11 +71,11 @@ int world_rank() {
 
 // The activation formula of the layout with its coefficients, as in Korthikanti et al. 2022.
 std::string activation_formula(const Config& cfg, const Layout& l) {
-  const bool bf16 = cfg.train.precision == Precision::BF16;
-  const double e = bf16 ? 2 : 4, d = kTridentDropout ? 1 : 0;
+  const StorageBytes bytes = storage_bytes(cfg.train.precision);
+  const double e = bytes.saved_activation, r = bytes.residual, d = kTridentDropout ? 1 : 0;
   const double f = double(ffn_hidden_of(cfg.model)) / double(cfg.model.hidden);
-  const double rep = 4 * e + 2 * d, split = 4 * e + 2 * e * f, q = e + d + d * e;
-  if (l.recompute == Recompute::Full) return fmt::format("{:g}sbh{} (the layer input only)", e, l.sequence_parallel ? "/t" : "");
+  const double rep = 2 * r + 2 * e + 2 * d, split = 4 * e + 2 * e * f, q = e + d + d * e;
+  if (l.recompute == Recompute::Full) return fmt::format("{:g}sbh{} (the layer input only)", r, l.sequence_parallel ? "/t" : "");
   std::string lin = l.sequence_parallel ? fmt::format("sbh*{:g}/t", rep + split)
                                         : fmt::format("sbh*({:g} + {:g}/t)", rep, split);
   if (l.recompute == Recompute::Selective) return lin + " (attention scores recomputed)";
@@ -158,30 +158,34 @@ std::string explain_estimate(const Config& cfg, const ClusterSpec& cluster, cons
 
   os << "Memory per device (GB = 1e9 bytes)\n";
   os << fmt::format("  activations per layer per micro-batch (Korthikanti et al. 2022, {} activations, {}): {}\n",
-                    bf16 ? "2-byte" : "4-byte", kTridentDropout ? "dropout" : "no dropout", activation_formula(cfg, l));
+                    bf16 ? "2-byte saved, 4-byte residual" : "4-byte", kTridentDropout ? "dropout" : "no dropout",
+                    activation_formula(cfg, l));
   os << fmt::format("    with s={} b={} h={} a={} t={}: {:.4g} MB\n", m.seq_len, l.micro_batch, m.hidden, m.heads, l.tp,
                     pk.per_layer_activation / 1e6);
   os << fmt::format("  peak on stage {} of {} ({} layers, {:.3g} micro-batches in flight for {}):\n", pk.stage, l.pp,
                     pk.layers, pk.in_flight, sched_name(l));
-  os << fmt::format("    parameters          {:>10}  ({:.4g}M params x {} bytes{})\n", gb(pk.states.parameters),
-                    pk.params / 1e6, bf16 ? 2 : 4, l.zero >= 3 ? fmt::format(", / dp = {} (zero 3)", l.dp) : "");
-  os << fmt::format("    gradients           {:>10}  ({} bytes/param{})\n", gb(pk.states.gradients), bf16 ? 2 : 4,
+  os << fmt::format("    parameters          {:>10}  ({:.4g}M params x 4 bytes{})\n", gb(pk.states.parameters),
+                    pk.params / 1e6, l.zero >= 3 ? fmt::format(", / dp = {} (zero 3)", l.dp) : "");
+  os << fmt::format("    gradients           {:>10}  (4 bytes/param{})\n", gb(pk.states.gradients),
                     l.zero >= 2 ? fmt::format(", / dp = {} (zero {})", l.dp, l.zero) : "");
-  os << fmt::format("    master weights      {:>10}  ({}{})\n", gb(pk.states.master_weights),
-                    bf16 ? "fp32 copy, 4 bytes/param" : "none in fp32 training",
-                    bf16 && l.zero >= 1 ? fmt::format(", / dp = {} (zero {})", l.dp, l.zero) : "");
+  os << fmt::format("    master weights      {:>10}  ({})\n", gb(pk.states.master_weights),
+                    bf16 ? "none: the fp32 parameters are the masters (no bf16 working copy yet)"
+                         : "none in fp32 training");
   os << fmt::format("    optimizer moments   {:>10}  (Adam m and v, 8 bytes/param{})\n", gb(pk.states.optimizer_moments),
                     l.zero >= 1 ? fmt::format(", / dp = {} (zero {})", l.dp, l.zero) : "");
   os << fmt::format("    activations         {:>10}  ({:.3g} in flight x {} layers x {:.4g} MB)\n", gb(pk.activations),
                     pk.in_flight, pk.layers, pk.per_layer_activation / 1e6);
-  os << fmt::format("    embedding/LM head   {:>10}  (last stage: final LN input, head input, fp32 logits b*s*V/t)\n",
+  os << fmt::format("    embedding/LM head   {:>10}  (last stage: final LN input, head input, fp32 logits of a chunk of rows x V/t)\n",
                     gb(pk.edge_activations));
-  os << fmt::format("    recompute working   {:>10}  (one layer's recomputed activations during its backward)\n",
+  os << fmt::format("    recompute working   {:>10}  (one layer's activations in fp32 during its backward: recomputed, "
+                    "or unpacked from bf16)\n",
                     gb(pk.recompute_working));
   os << fmt::format("    buffers             {:>10}  ({}, PP receive buffers, SP all-gather)\n", gb(pk.comm_buffers),
                     l.zero >= 3   ? "zero-3 gradient staging and gathered layers"
                     : l.zero == 2 ? "zero-2 gradient staging"
                                   : "DP buckets");
+  if (pk.gemm_copies > 0)
+    os << fmt::format("    GEMM operand copies {:>10}  (the largest GEMM's rounded dY, W and X)\n", gb(pk.gemm_copies));
   os << fmt::format("    runtime             {:>10}  (cluster reserved_gib: code, libraries, MPI, device context)\n",
                     gb(pk.reserved));
   os << fmt::format("    total               {:>10}  of {} per device: {}\n", gb(pk.total()), gb(mem.capacity),
@@ -214,7 +218,7 @@ std::string explain_estimate(const Config& cfg, const ClusterSpec& cluster, cons
     os << fmt::format("  TP: per layer {} {} of {:.3g} MB over the {} link\n",
                       l.recompute == Recompute::Full ? 6 : 4,
                       l.sequence_parallel ? "all-gather + reduce-scatter pairs" : "all-reduces",
-                      (bf16 ? 2.0 : 4.0) * tokens * double(m.hidden) / 1e6, link_name(pl.tp_intra));
+                      4.0 * tokens * double(m.hidden) / 1e6, link_name(pl.tp_intra));
   os << fmt::format("  pipeline: m x clock = {} x {} = {} s; bubble (pp-1)/{} = {:.4g} of that -> {} s\n",
                     t.micro_batches, secs(t.per_microbatch), secs(t.micro_batches * t.per_microbatch),
                     l.schedule == Schedule::Interleaved ? "(v*m)" : "m", t.bubble_fraction, secs(t.pp_bubble));
@@ -330,7 +334,8 @@ std::string check_memory_report(const Config& cfg, const std::string& cluster_na
   line("activations", pk.all_activations(),
        fmt::format("  (layers {}, embedding/LM head {}, recompute working {})", gb(pk.activations),
                    gb(pk.edge_activations), gb(pk.recompute_working)));
-  line("buffers", pk.buffers(), "  (DP buckets, PP receive buffers, SP all-gather)");
+  line("buffers", pk.buffers(), fmt::format("  (DP buckets, PP receive buffers, SP all-gather; GEMM operand copies {})",
+                                            gb(pk.gemm_copies)));
   line("runtime", pk.runtime(), "  (cluster reserved_gib: code, libraries, MPI, device context)");
   os << fmt::format("    {:<20}{:>12} of {} per device ({:.0f}%)\n", "total", gb(pk.total()), gb(mem.capacity),
                     100 * pk.total() / mem.capacity);

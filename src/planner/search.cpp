@@ -189,6 +189,7 @@ nlohmann::json to_json(const LayoutEstimate& e) {
       {"edge_activations_gb", pk.edge_activations / kGB},
       {"recompute_working_gb", pk.recompute_working / kGB},
       {"comm_buffers_gb", pk.comm_buffers / kGB},
+      {"gemm_copies_gb", pk.gemm_copies / kGB},
       {"reserved_gb", pk.reserved / kGB},
   };
   j["time"] = {

@@ -36,11 +36,11 @@ double p2p_seconds(double bytes, const LinkSpec& link) { return latency(link) + 
 double gemm_rate(const ClusterSpec& c, const TrainConfig& train, double gemm_flops) {
   // bf16 GEMMs (train.precision or train.matmul_precision) run at the bf16 tensor-core peak, TF32 at
   // half of it (dense TF32 is half of dense bf16 on A100, H100 and H200), exact fp32 at the fp32 peak.
-  // On a cluster without a bf16 peak (the cpu preset) rounded fp32 operands go through the fp32 GEMM,
-  // as on trident's CPU backend.
-  const bool bf16 = train.precision == Precision::BF16 || train.matmul_precision == MatmulPrecision::BF16;
-  const bool tf32 = !bf16 && train.matmul_precision == MatmulPrecision::TF32;
-  const bool tensor_cores = train.precision == Precision::BF16 || ((bf16 || tf32) && c.peak_tflops_bf16 > 0);
+  // On a cluster without a bf16 peak (the cpu preset) rounded operands go through the fp32 GEMM, as on
+  // trident's CPU backend.
+  const bool bf16 = train.gemm_precision() == MatmulPrecision::BF16;
+  const bool tf32 = train.gemm_precision() == MatmulPrecision::TF32;
+  const bool tensor_cores = (bf16 || tf32) && c.peak_tflops_bf16 > 0;
   const double peak = tensor_cores ? c.peak_tflops_bf16 * (tf32 ? 0.5 : 1.0) : c.peak_tflops_fp32;
   if (peak <= 0)
     throw Error(fmt::format("cluster '{}' has no {} peak (peak_tflops_{} = 0) but the deck's GEMMs are {}", c.name,
@@ -54,8 +54,8 @@ double gemm_rate(const ClusterSpec& c, const TrainConfig& train, double gemm_flo
 TimeBreakdown estimate_time(const Config& cfg, const ClusterSpec& cluster, const Layout& l, const Placement& placement,
                             const MemoryEstimate& memory) {
   const auto& m = cfg.model;
-  const bool bf16 = cfg.train.precision == Precision::BF16;
-  const double e = bf16 ? 2.0 : 4.0;   // activation and gradient element
+  const StorageBytes bytes = storage_bytes(cfg.train.precision);
+  const double e = bytes.communicated;  // a communicated activation, gradient or parameter element
   const double C = double(m.hidden), s = double(m.seq_len), b = double(l.micro_batch);
   const double T = b * s;               // tokens per micro-batch
   const double Vp = double(padded_vocab(m, l.tp));
@@ -81,7 +81,8 @@ TimeBreakdown estimate_time(const Config& cfg, const ClusterSpec& cluster, const
   shape.swiglu = m.mlp == Mlp::SwiGlu;
   shape.tp = l.tp;
   shape.sequence_parallel = l.sequence_parallel;
-  shape.elem_bytes = e;
+  shape.elem_bytes = bytes.saved_activation;
+  shape.residual_bytes = bytes.residual;
   shape.dropout = kTridentDropout;
   const double act_full = layer_activation_bytes(shape, Recompute::None);
 
@@ -127,14 +128,14 @@ TimeBreakdown estimate_time(const Config& cfg, const ClusterSpec& cluster, const
       // ZeRO-2 keeps only its gradient shard, so with gradient accumulation every micro-batch's gradients
       // are reduce-scattered as its backward produces them (as DeepSpeed's stage 2 does), overlapped with
       // that backward except for the last bucket.
-      const double g = sm.params * (bf16 ? 2.0 : 4.0);
+      const double g = sm.params * e;
       const double rs = reduce_scatter_seconds(g, l.dp, dp_link) * slow;
       const double lb = reduce_scatter_seconds(std::min(g, cfg.mesh.bucket_mb * kMiB), l.dp, dp_link) * slow;
       st.dp_comm = std::max(lb, rs - (st.backward + st.recompute));
       if (l.zero >= 3) {
         // ZeRO-3 gathers the parameters before forward and again before backward, each layer's
         // prefetched while the previous one computes: only what outlasts the compute shows.
-        const double p = sm.params * (bf16 ? 2.0 : 4.0);
+        const double p = sm.params * e;
         const double ag = 2.0 * allgather_seconds(p, l.dp, dp_link) * slow;
         const double first = allgather_seconds(p / std::max<double>(1.0, double(m.layers)), l.dp, dp_link) * slow;
         st.dp_comm += std::max(first, ag - (st.forward + st.backward + st.recompute));
@@ -159,7 +160,7 @@ TimeBreakdown estimate_time(const Config& cfg, const ClusterSpec& cluster, const
 
   // After the pipeline flush. Stage i finishes its last backward about sum_{j<i} backward_j earlier than
   // stage 0 (the cool-down runs from the last stage to the first), which hides part of its DP work.
-  const double grad_bytes = bf16 ? 2.0 : 4.0, param_bytes = bf16 ? 2.0 : 4.0;
+  const double grad_bytes = e, param_bytes = e;
   double tail = 0, slack = 0;
   bool have_tail = false;
   for (int i = 0; i < l.pp; ++i) {
@@ -189,9 +190,8 @@ TimeBreakdown estimate_time(const Config& cfg, const ClusterSpec& cluster, const
     if (m.tie_embeddings && l.pp > 1 && (i == 0 || i == l.pp - 1))
       emb = allreduce_seconds(Vp * C / t * grad_bytes, 2, pp_link) * slow;
     const double updated = sm.params / (l.zero >= 1 ? l.dp : 1);
-    // AdamW streams 28 bytes per parameter it updates: fp32 reads weight, gradient, m, v (16) and writes
-    // weight, m, v (12); bf16 reads the 2-byte gradient, master, m, v (14) and writes master, m, v and the
-    // 2-byte weight (14). Plus the gradient-norm pass over the gradients.
+    // AdamW streams 28 bytes per parameter it updates: it reads weight, gradient, m, v (16) and writes
+    // weight, m, v (12), all fp32 under either precision. Plus the gradient-norm pass over the gradients.
     const double opt = updated * (28.0 + grad_bytes) / mem_bw;
     const double end = -slack + exposed + emb + opt + ag;
     if (!have_tail || end > tail) {
@@ -221,8 +221,8 @@ TimeBreakdown estimate_time(const Config& cfg, const ClusterSpec& cluster, const
   // fp32 training whose GEMM operands are rounded to bf16 or TF32 on a cluster with tensor cores (as in
   // gemm_rate), the fp32 peak otherwise. (Until 2026-11-26 rounded operands were measured against the fp32
   // peak: an H100's MFU read 467%.)
-  const bool rounded = cfg.train.matmul_precision != MatmulPrecision::FP32 && cluster.peak_tflops_bf16 > 0;
-  tb.peak_tflops = bf16 || rounded ? cluster.peak_tflops_bf16 : cluster.peak_tflops_fp32;
+  const bool rounded = cfg.train.gemm_precision() != MatmulPrecision::FP32 && cluster.peak_tflops_bf16 > 0;
+  tb.peak_tflops = rounded ? cluster.peak_tflops_bf16 : cluster.peak_tflops_fp32;
   const double devices = double(placement.devices_used);
   tb.tflops_per_gpu = tb.model_flops / tb.step / devices / 1e12;
   tb.mfu = tb.tflops_per_gpu / tb.peak_tflops;

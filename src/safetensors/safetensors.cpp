@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "core/bf16.hpp"
 #include "core/error.hpp"
 #include "data/mapped_file.hpp"
 
@@ -98,8 +99,7 @@ struct SafetensorsReader::Impl {
       for (int64_t i = 0; i < n; ++i) {
         uint16_t h;
         std::memcpy(&h, src + 2 * i, 2);
-        const uint32_t bits = static_cast<uint32_t>(h) << 16;
-        std::memcpy(&out[i], &bits, 4);
+        out[i] = bf16_value(h);
       }
     } else if (e.dtype == "F64") {
       for (int64_t i = 0; i < n; ++i) {
@@ -335,7 +335,8 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
 }
 
 void write_safetensors_streamed(const std::string& path, const std::vector<SafetensorsStream>& tensors,
-                                const std::map<std::string, std::string>& metadata) {
+                                const std::map<std::string, std::string>& metadata, SafetensorsDtype dtype) {
+  const int64_t item = dtype == SafetensorsDtype::BF16 ? 2 : 4;
   std::vector<const SafetensorsStream*> order;
   order.reserve(tensors.size());
   for (const auto& t : tensors) order.push_back(&t);
@@ -364,12 +365,12 @@ void write_safetensors_streamed(const std::string& path, const std::vector<Safet
     }
     if (numel > 0 && !t.produce) bad("no data");
     nlohmann::ordered_json e = nlohmann::ordered_json::object();
-    e["dtype"] = "F32";
+    e["dtype"] = dtype == SafetensorsDtype::BF16 ? "BF16" : "F32";
     e["shape"] = t.shape;
-    e["data_offsets"] = {offset, offset + 4 * numel};
+    e["data_offsets"] = {offset, offset + item * numel};
     header[t.name] = std::move(e);
-    bytes.push_back(4 * numel);
-    offset += 4 * numel;
+    bytes.push_back(item * numel);
+    offset += item * numel;
   }
   std::string text;
   try {
@@ -386,10 +387,16 @@ void write_safetensors_streamed(const std::string& path, const std::vector<Safet
   for (size_t i = 0; i < order.size(); ++i) {
     if (bytes[i] == 0) continue;
     const std::vector<float> data = order[i]->produce();
-    if (int64_t(data.size()) * 4 != bytes[i])
+    if (int64_t(data.size()) * item != bytes[i])
       throw Error(fmt::format("cannot write safetensors file '{}': tensor '{}': {} values produced, its shape {} holds {}",
-                              path, order[i]->name, data.size(), shape_str(order[i]->shape), bytes[i] / 4));
-    tmp.write_all(data.data(), static_cast<size_t>(bytes[i]));
+                              path, order[i]->name, data.size(), shape_str(order[i]->shape), bytes[i] / item));
+    if (dtype == SafetensorsDtype::BF16) {
+      std::vector<uint16_t> bits(data.size());
+      for (size_t k = 0; k < data.size(); ++k) bits[k] = bf16_bits(data[k]);
+      tmp.write_all(bits.data(), static_cast<size_t>(bytes[i]));
+    } else {
+      tmp.write_all(data.data(), static_cast<size_t>(bytes[i]));
+    }
   }
   tmp.commit(path);
 }

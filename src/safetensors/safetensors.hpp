@@ -73,13 +73,18 @@ struct SafetensorsStream {
   std::function<std::vector<float>()> produce;
 };
 
+// How a writer stores the float values: as they are (F32), or rounded to bfloat16 (BF16: to nearest,
+// ties to even, core/bf16.hpp).
+enum class SafetensorsDtype { F32, BF16 };
+
 // Writes `tensors` (names unique, not "__metadata__") as F32 with `metadata` to `path`, atomically.
 // Throws trident::Error naming the path on any I/O failure (the temporary file is removed).
 void write_safetensors(const std::string& path, const std::vector<SafetensorsTensor>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 // The same, tensor by tensor (`produce` must return product(shape) values; an exception from it
-// leaves no file behind).
+// leaves no file behind), in `dtype`.
 void write_safetensors_streamed(const std::string& path, const std::vector<SafetensorsStream>& tensors,
-                                const std::map<std::string, std::string>& metadata = {});
+                                const std::map<std::string, std::string>& metadata = {},
+                                SafetensorsDtype dtype = SafetensorsDtype::F32);
 
 }  // namespace trident

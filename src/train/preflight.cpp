@@ -16,9 +16,6 @@ namespace trident {
 
 void check_supported(const Config& cfg) {
   if (cfg.runtime.backend == Backend::Cuda) require_cuda_build();
-  if (cfg.train.precision == Precision::BF16) throw NotImplemented(
-        "train.precision = \"bf16\" (bf16 parameters, activations and gradients; train.matmul_precision = \"bf16\" "
-        "gives bf16 GEMM operands on fp32 storage)");
 }
 
 void check_output_paths(const Config& cfg) {

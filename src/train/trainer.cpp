@@ -78,7 +78,7 @@ Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh, Use us
     : cfg_(cfg), k_(kernels), mesh_(mesh) {
   TRIDENT_CHECK(mesh_ || cfg_.mesh.world_size() == 1, "a parallel layout needs a ParallelMesh");
   check_supported(cfg_);
-  k_.set_matmul_precision(cfg_.train.matmul_precision);
+  k_.set_matmul_precision(cfg_.train.gemm_precision());
   if (!mesh_ || mesh_->world_rank() == 0) {  // what `trident check` refuses, with its messages
     check_output_paths(cfg_);
     check_checkpoint_and_model_paths(cfg_);
@@ -94,8 +94,8 @@ Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh, Use us
   const WholeBuffers whole{!(sharded && cfg_.mesh.zero >= 3), !(sharded && cfg_.mesh.zero >= 2)};
   allocating("the parameters and gradients of this rank's model chunks", [&] {
     for (int c = 0; c < v; ++c) {
-      chunks_.push_back(std::make_unique<GptModel>(shapes_, k_, cfg_.train.recompute, cfg_.train.micro_batch, tp,
-                                                   chunk_spec(sizes, int64_t(c) * pp + stage), whole));
+      chunks_.push_back(std::make_unique<GptModel>(shapes_, k_, activation_policy(cfg_.train), cfg_.train.micro_batch,
+                                                   tp, chunk_spec(sizes, int64_t(c) * pp + stage), whole));
     }
   });
   make_gradient_reducer();
@@ -386,13 +386,19 @@ std::vector<StepMetrics> Trainer::run() {
   log::info("data: {}; {} tokens per step in {} micro-batch(es) of {}", data_.train_stream->describe(),
             cfg_.tokens_per_step(), cfg_.micro_batches_per_step(), t.micro_batch);
   log::info("throughput reference for MFU: {:.3f} TFLOP/s per rank ({})", peak_tflops_, peak_source_);
-  if (t.matmul_precision != MatmulPrecision::FP32)
+  const MatmulPrecision gemm = t.gemm_precision();
+  const std::string attention = attention_follows_bf16(gemm, shapes_.HD)
+                                    ? fmt::format("attention's products on bf16 operands too (head size {}); ", shapes_.HD)
+                                    : "attention, ";
+  if (t.precision == Precision::BF16)
+    log::info("precision: bf16 (train.precision): GEMM operands in bf16 with fp32 sums, {}the activations kept for "
+              "backward stored in bf16 except the residual stream; parameters, gradients, norms' statistics, loss and "
+              "optimizer in fp32",
+              attention);
+  else if (gemm != MatmulPrecision::FP32)
     log::info("precision: fp32 with the linear layers' GEMM operands rounded to {} (train.matmul_precision), "
               "fp32 sums; {}norms, loss and optimizer in fp32",
-              to_string(t.matmul_precision),
-              attention_follows_bf16(t.matmul_precision, shapes_.HD)
-                  ? fmt::format("attention's products on bf16 operands too (head size {}); ", shapes_.HD)
-                  : "attention, ");
+              to_string(gemm), attention);
 
   std::unique_ptr<MetricsWriter> metrics;
   if (!cfg_.runtime.metrics.empty() && (!mesh_ || mesh_->world_rank() == 0)) {

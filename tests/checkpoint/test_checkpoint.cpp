@@ -702,13 +702,33 @@ TEST(CheckpointInterchange, ExportLoadsBackThroughInitFromWithTheSameLoss) {
     EXPECT_EQ(config["layer_norm_epsilon"], 1e-5);
     EXPECT_EQ(config["initializer_range"], 0.02);
     EXPECT_EQ(config["tie_word_embeddings"], true);
+    EXPECT_EQ(config["torch_dtype"], "float32");
+
+    // bf16: every tensor BF16, each value the fp32 one rounded to nearest even (checked by numpy alone),
+    // half the bytes, config.json's torch_dtype bfloat16.
+    export_checkpoint(dir, out + "-bf16", /*bf16=*/true);
+    std::string check;
+    const int rc = run_command(fmt::format("/usr/bin/python3 {} {} {}", TRIDENT_BF16_EXPORT_CHECK,
+                                           out + "/model.safetensors", out + "-bf16/model.safetensors"),
+                               &check);
+    EXPECT_EQ(rc, 0) << check;
+    EXPECT_THAT(check, HasSubstr(fmt::format("OK {} tensors", global.tensors().size())));
+    const auto f32_bytes = fs::file_size(out + "/model.safetensors"), bf16_bytes = fs::file_size(out + "-bf16/model.safetensors");
+    EXPECT_NEAR(double(bf16_bytes) / double(f32_bytes), 0.5, 0.01);
+    std::ifstream bf16_config_file(out + "-bf16/config.json");
+    EXPECT_EQ(nlohmann::json::parse(bf16_config_file)["torch_dtype"], "bfloat16");
   }
   barrier();
 
   // The exported weights as model.init_from, same layout: step 4's loss (computed before its
-  // update) is the uninterrupted run's, bit for bit.
+  // update) is the uninterrupted run's, bit for bit. The bf16 export loads too (the reader widens each
+  // value exactly), its loss within bf16's rounding of the weights.
   Session loaded(world(), {"model.init_from=" + out + "/model.safetensors"});
   EXPECT_EQ(loaded.trainer->train_step(4).loss, ref.losses[3]);
+  Session loaded_bf16(world(), {"model.init_from=" + out + "-bf16/model.safetensors"});
+  const double bf16_loss = loaded_bf16.trainer->train_step(4).loss;
+  EXPECT_NE(bf16_loss, ref.losses[3]);
+  EXPECT_NEAR(bf16_loss, ref.losses[3], 1e-2 * ref.losses[3]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -758,6 +778,14 @@ TEST(CheckpointCli, ListInspectVerifyExport) {
   EXPECT_EQ(exported.rc, 0) << exported.out;
   EXPECT_TRUE(fs::exists(dir + "/hf/model.safetensors"));
   EXPECT_TRUE(fs::exists(dir + "/hf/config.json"));
+  Cli exported_bf16 = trident_cli("export " + dir + " --out " + dir + "/hf-bf16 --dtype bf16");
+  EXPECT_EQ(exported_bf16.rc, 0) << exported_bf16.out;
+  EXPECT_THAT(exported_bf16.out, HasSubstr("(bf16)"));
+  EXPECT_EQ(SafetensorsReader(dir + "/hf-bf16/model.safetensors").dtype("transformer.wte.weight"), "BF16");
+  Cli fp16 = trident_cli("export " + dir + " --out " + dir + "/hf-fp16 --dtype fp16");
+  EXPECT_NE(fp16.rc, 0) << fp16.out;
+  EXPECT_THAT(fp16.out, HasSubstr("fp16"));
+  EXPECT_FALSE(fs::exists(dir + "/hf-fp16"));
 
   flip_bit(path, "/model/transformer.h.1.attn.c_attn.bias", 5);
   Cli bad = trident_cli("verify " + dir);

@@ -71,7 +71,7 @@ const std::string kMeshKeys =
     "bucket_mb, overlap_grad_reduce";
 const std::string kTrainKeys =
     "steps, micro_batch, global_batch, lr, min_lr, warmup_steps, lr_schedule, weight_decay, beta1, beta2, eps, "
-    "grad_clip, recompute, precision, matmul_precision, sample_every, sample_tokens, sample_prompt";
+    "grad_clip, recompute, precision, matmul_precision, logits_chunk_mib, sample_every, sample_tokens, sample_prompt";
 const std::string kSections = "model, mesh, train, data, checkpoint, runtime";
 const std::string kLpsAllowed = "an array of pp*virtual_stages integers in [1, 2147483647] that sum to model.layers";
 const std::string kScheduleAllowed = "one of \"gpipe\", \"1f1b\", \"interleaved\"";
@@ -226,9 +226,9 @@ std::vector<BadDeck> bad_decks() {
        "summing to [model] layers = 12"},
       {"SequenceParallelSeqLen", "[model]\nseq_len = 1023\n[mesh]\ntp = 2\nsequence_parallel = true\n", {}, 0,
        "deck.toml:5:21: [mesh] sequence_parallel needs [model] seq_len = 1023 divisible by tp = 2"},
-      {"Bf16OnCpu", "[train]\nprecision = \"bf16\"\n", {}, 0,
-       "deck.toml:2:13: [train] precision = \"bf16\" needs [runtime] backend = \"cuda\"; the cpu backend computes in "
-       "fp32 (bf16 GEMM operands on fp32 storage, on either backend: [train] matmul_precision = \"bf16\")"},
+      {"Bf16WithTf32", "[train]\nprecision = \"bf16\"\nmatmul_precision = \"tf32\"\n", {}, 0,
+       "deck.toml:3:20: [train] matmul_precision = \"tf32\" contradicts [train] precision = \"bf16\", whose GEMMs take "
+       "bf16 operands; leave matmul_precision out"},
       {"SampleEveryWithPipeline", "[mesh]\npp = 2\n[train]\nsample_every = 10\n", {}, 0,
        "deck.toml:4:16: [train] sample_every needs [mesh] pp = 1 (a sample runs the whole model on each TP group), "
        "not 2; sample a checkpoint with `trident generate` instead"},
@@ -395,6 +395,7 @@ std::vector<KeyRow> key_rows() {
       {"train", "precision", "string", "\"fp32\"", "\"fp32\"", "one of \"fp32\", \"bf16\"", "", "", "", "", {}},
       {"train", "matmul_precision", "string", "\"fp32\"", "\"fp32\"", "one of \"fp32\", \"tf32\", \"bf16\"", "", "", "",
        "", {}},
+      {"train", "logits_chunk_mib", "float", "256", "256.0", "a number >= 0", "0.0", "-0.5", "1e300", "inf", {}},
       {"train", "sample_every", "integer", "0", "0", "an integer in [0, 1099511627776]", "0", "-1", k2p40, k2p40Bad, {}},
       {"train", "sample_tokens", "integer", "64", "64", "an integer in [1, 1048576]", "1", "0", "1048576", "1048577", {}},
       {"train", "sample_prompt", "string", "\"\"", "\"\"", "any text", "", "", "", "", {}},
@@ -584,8 +585,8 @@ TEST(DeckDefaults, EveryNumericBoundary) {
       checked += 2;
     }
   }
-  // 26 integer + 15 float keys, two bounds each, both sides; not the upper bounds of hidden, heads and kv_heads.
-  EXPECT_EQ(checked, 4 * 41 - 6);
+  // 26 integer + 16 float keys, two bounds each, both sides; not the upper bounds of hidden, heads and kv_heads.
+  EXPECT_EQ(checked, 4 * 42 - 6);
 }
 
 TEST(DeckDefaults, AcceptedBoundaryValuesAreStored) {
@@ -1143,8 +1144,7 @@ TEST(DeckCli, CheckRefusesWhatTrainRefusesWithTheSameMessage) {
       {"data shorter than one window", "--set data.path=" + dir + "/short.txt", 2, "fewer than one window"},
       {"missing validation data", "--set data.val_path=" + dir + "/none.txt", 2, "none.txt"},
       {"empty data path", "--set data.path=''", 2, "[data] path is empty"},
-      {"bf16", "--set train.precision=bf16 --set runtime.backend=cuda", TRIDENT_CUDA_ENABLED ? 3 : 2,
-       TRIDENT_CUDA_ENABLED ? "bf16" : "needs a CUDA build"},
+      {"bf16 with tf32", "--set train.precision=bf16 --set train.matmul_precision=tf32", 2, "contradicts"},
       {"nccl on cpu", "--set runtime.comm=nccl --set mesh.dp=2", 2, "needs [runtime] backend = \"cuda\""},
   };
   for (const Case& c : cases) {

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 
 #include "kernel_test_util.hpp"
 
@@ -50,6 +52,57 @@ TEST_P(BasicOpsTest, UploadsLetTheCallerReuseItsBufferAtOnce) {
   const VecF got = dst.host(), got_big = big.host();
   for (int64_t i = 0; i < n * uploads; ++i) ASSERT_EQ(got[i], float(i)) << "element " << i;
   for (int64_t i = 0; i < large; ++i) ASSERT_EQ(got_big[i], 0.5f * float(i)) << "element " << i;
+}
+
+// bf16 rounding computed without bit tricks: x to 8 significant bits, ties to even (nearbyint in the
+// default rounding mode), on bf16's grid (fp32's exponent range, so subnormals keep a fixed step of
+// 2^-133); past bf16's largest finite value, infinity.
+float bf16_by_arithmetic(float x) {
+  if (std::isnan(x) || std::isinf(x) || x == 0.0f) return x;
+  int e = 0;
+  std::frexp(double(x), &e);
+  const int step = std::max(e - 8, -133);
+  const double v = std::ldexp(std::nearbyint(std::ldexp(double(x), -step)), step);
+  if (std::fabs(v) > double(std::numeric_limits<float>::max())) return std::copysign(INFINITY, x);
+  return float(v);
+}
+
+// bf16 storage (train.precision = "bf16"): round_to_bf16 rounds in place to nearest, ties to even, and
+// keeps patterns that unpack_bf16 turns back into exactly the rounded values.
+TEST_P(BasicOpsTest, Bf16StorageRoundsToNearestEvenAndUnpacksExactly) {
+  const float tiny = std::numeric_limits<float>::denorm_min(), big = std::numeric_limits<float>::max();
+  VecF x = {1.0f + 0x1p-8f,  1.0f + 3 * 0x1p-8f, -(1.0f + 0x1p-8f), 1.0f + 0x1p-8f + 0x1p-20f, big, -big,
+            0x1.fefffep127f, INFINITY, -INFINITY, 0.0f, -0.0f, tiny, 0x1p-133f * 1.5f, 0x1p-126f, 3.0e-39f,
+            65504.0f, 1e-30f, -7.3e12f};
+  const VecF random = random_vec(70001, 7, -4.0f, 4.0f);
+  for (size_t i = 0; i < random.size(); ++i) x.push_back(std::ldexp(random[i], int(i % 200) - 100));
+  const int64_t n = int64_t(x.size());
+  VecF expected(x.size());
+  for (size_t i = 0; i < x.size(); ++i) expected[i] = bf16_by_arithmetic(x[i]);
+  ASSERT_EQ(expected[0], 1.0f);                 // a tie goes to the even neighbour, down here
+  ASSERT_EQ(expected[1], 1.0f + 0x1p-6f);       // and up here
+  ASSERT_EQ(expected[3], 1.0f + 0x1p-7f);       // just above a tie rounds up
+  ASSERT_EQ(expected[4], INFINITY);             // fp32's largest is past bf16's
+  ASSERT_EQ(expected[6], 0x1.fep127f);          // bf16's largest stays
+  uint16_t* packed = k->alloc_bf16(n);
+  Buf a(*k, x), unpacked(*k, n), unkept(*k, x);
+  k->round_to_bf16(a.get(), packed, n);
+  k->unpack_bf16(unpacked.get(), packed, n);
+  k->round_to_bf16(unkept.get(), nullptr, n);
+  const VecF rounded = a.host(), back = unpacked.host(), alone = unkept.host();
+  k->free(packed);
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_TRUE(same_bits({rounded[i]}, {expected[i]})) << i << ": " << x[i] << " -> " << rounded[i] << ", not " << expected[i];
+    ASSERT_TRUE(same_bits({back[i]}, {expected[i]})) << i << ": unpacked " << back[i];
+    ASSERT_TRUE(same_bits({alone[i]}, {expected[i]})) << i << ": without patterns " << alone[i];
+  }
+  // NaN stays NaN (any payload, also one that lies in the dropped bits).
+  uint32_t payload_low = 0x7f800001u;
+  float nan_low;
+  std::memcpy(&nan_low, &payload_low, sizeof nan_low);
+  Buf nans(*k, VecF{std::nanf(""), nan_low, -std::nanf("")});
+  k->round_to_bf16(nans.get(), nullptr, 3);
+  for (float v : nans.host()) EXPECT_TRUE(std::isnan(v)) << v;
 }
 
 TEST_P(BasicOpsTest, AllocIntIsZeroed) {

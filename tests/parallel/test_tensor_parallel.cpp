@@ -43,9 +43,11 @@ struct TpCase {
   bool sp;
   const char* recompute;
   bool tied;
+  double logits_chunk_mib = 0;  // > 0: the TP run's LM head in chunks of rows (the serial run's whole)
 };
 void PrintTo(const TpCase& c, std::ostream* os) {
-  *os << "vocab " << c.vocab << ", sp " << c.sp << ", recompute " << c.recompute << ", tied " << c.tied;
+  *os << "vocab " << c.vocab << ", sp " << c.sp << ", recompute " << c.recompute << ", tied " << c.tied
+      << ", logits chunk " << c.logits_chunk_mib << " MiB";
 }
 
 class TensorParallelEquivalence : public ::testing::TestWithParam<TpCase> {};
@@ -56,7 +58,9 @@ TEST_P(TensorParallelEquivalence, LossesGradientsAndParametersMatchSerial) {
   const Config serial_deck = small_deck(c.vocab, model_overrides(c.recompute, c.tied));
   const RunResult& serial = serial_run(serial_deck, 5);
 
-  const Config cfg = small_deck(c.vocab, layout_overrides(c.sp, c.recompute, pad, c.tied));
+  std::vector<std::string> overrides = layout_overrides(c.sp, c.recompute, pad, c.tied);
+  overrides.push_back(fmt::format("train.logits_chunk_mib={}", c.logits_chunk_mib));
+  const Config cfg = small_deck(c.vocab, overrides);
   ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
   const RunResult par = run_steps(cfg, &mesh, 5);
   expect_matches_serial(par, serial, c.vocab == 50257 ? kTpGpt2VocabTolerance : kTpTolerance);
@@ -73,12 +77,17 @@ std::vector<TpCase> tp_cases() {
       for (const char* recompute : {"none", "full"}) cases.push_back({vocab, sp, recompute, true});
   for (bool sp : {false, true}) cases.push_back({1009, sp, "selective", true});
   for (bool sp : {false, true}) cases.push_back({1009, sp, sp ? "none" : "selective", false});
+  // The vocab-parallel head in chunks of rows: 5 rows of 508 (or 25129) logits per rank at a time, the
+  // reductions over the vocabulary shards per chunk; 32 rows a micro-batch.
+  cases.push_back({1009, true, "none", false, 0.01});
+  cases.push_back({50257, false, "selective", true, 0.5});
   return cases;
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, TensorParallelEquivalence, ::testing::ValuesIn(tp_cases()), [](const auto& info) {
   const TpCase& c = info.param;
-  return fmt::format("vocab{}_{}_{}{}", c.vocab, c.sp ? "sp" : "nosp", c.recompute, c.tied ? "" : "_untied");
+  return fmt::format("vocab{}_{}_{}{}{}", c.vocab, c.sp ? "sp" : "nosp", c.recompute, c.tied ? "" : "_untied",
+                     c.logits_chunk_mib > 0 ? "_logits_chunked" : "");
 });
 
 // Replicated parameters (LayerNorms, position embedding, row-parallel biases) must stay bit-identical

@@ -163,6 +163,32 @@ TEST(MemoryModel, TridentFp32NoDropout) {
   EXPECT_DOUBLE_EQ(layer_activation_bytes(a, Recompute::Selective), 40.0 * 196608);
 }
 
+// trident's bf16 (train.precision, model/gpt.hpp): the LN inputs (the residual stream) stay fp32, 8 bytes
+// per sbh; LN outputs 2 * 2, Q K V and projection input 4 * 2, GELU input and output 2 * 4h * 2 = 16: 36
+// per sbh at t = 1; the log-sum-exp fp32. At t = 2: replicated 12, split 24 / 2 = 12. Full recompute keeps
+// the fp32 layer input. Model states: fp32 (its parameters are AdamW's masters).
+TEST(MemoryModel, TridentBf16KeepsTheResidualStreamInFp32) {
+  const StorageBytes bytes = storage_bytes(Precision::BF16);
+  EXPECT_EQ(bytes.saved_activation, 2);
+  EXPECT_EQ(bytes.residual, 4);
+  EXPECT_EQ(bytes.communicated, 4);
+  EXPECT_EQ(storage_bytes(Precision::FP32).saved_activation, 4);
+  ActivationShape a;
+  a.seq = 64;
+  a.micro_batch = 4;
+  a.hidden = 768;
+  a.heads = 12;
+  a.elem_bytes = bytes.saved_activation;
+  a.residual_bytes = bytes.residual;
+  a.dropout = false;
+  a.flash_attention = true;
+  const double sbh = 196608, lse = 4.0 * 12 * 64 * 4;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(a, Recompute::None), 36.0 * sbh + lse);
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(a, Recompute::Full), 4.0 * sbh);
+  a.tp = 2;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(a, Recompute::None), 24.0 * sbh + lse / 2);
+}
+
 // In-flight micro-batches: GPipe holds m, 1F1B holds pp - stage (Narayanan et al. 2021), interleaved
 // stage 0 holds pp * (1 + (pp-1)/(v*pp)) micro-batch equivalents (Korthikanti Sec. 4.2.3):
 // pp 4, v 2: 4 * (1 + 3/8) = 5.5.

@@ -19,6 +19,9 @@ in the reference's dtype: PyTorch's float32 matmul precision "medium" / "high". 
 attention's operands where trident does (head size 64 or 128, kernels.hpp attention_follows_bf16): q, k,
 v and the probabilities P before P v; backward the output gradient, P before dV = P^T dY, and dS before
 dQ and dK (RoundedAttention).
+--precision bf16 (grads): trident's train.precision = "bf16": the operands as --matmul-precision bf16, and the
+activations a layer keeps for backward (LN outputs, q|k|v, attention output, MLP pre-activation and
+activation) rounded to bf16 where they are produced (kept()); the residual stream stays exact.
 --autocast bf16 (train, with --dtype float32): the forward under torch.autocast("cpu", bfloat16), PyTorch's
 own CPU mixed precision; a comparison run for trident's bf16 (benchmarks/precision/), not an exact reference.
 
@@ -54,6 +57,8 @@ LN_EPS = 1e-5
 
 # Significant bits of the linear layers' GEMM operands (None: exact), set by --matmul-precision.
 MATMUL_BITS = None
+# Significant bits of the activations a layer keeps for backward (None: exact), set by --precision bf16.
+KEPT_BITS = None
 
 
 def round_significand(x, bits):
@@ -80,36 +85,41 @@ class RoundedMatmul(torch.autograd.Function):
 
 
 class RoundedAttention(torch.autograd.Function):
-    """Causal attention of q, k, v [B, NH, T, HD] with bf16 operands, as trident's kernels round them:
+    """Causal attention of q, k, v [B, NH, T, HD] with bf16 operands, as trident's kernels round them
+    (round_operands; without it, exact operands and only the storage rule below):
     s = r(q) r(k)^T / sqrt(HD), E = exp(s - rowmax s), y = r(E) r(v) / rowsum(E) (the flash kernels round
     the unnormalised probabilities of their online softmax, relative to the running max: this one when a
     row's keys fit one tile, T <= 64); backward from r(dY), P = E / rowsum(E): dV = r(P)^T r(dY),
     dS = P (r(dY) r(v)^T - D) with D = rowsum(r(dY) y), dQ = r(dS) r(k) / sqrt(HD), dK = r(dS)^T r(q) / sqrt(HD).
-    E, P and dS are exact before their rounding (the kernels compute them in fp32)."""
+    E, P and dS are exact before their rounding (the kernels compute them in fp32). Under bf16 storage
+    (KEPT_BITS) backward reads the output as it was stored, rounded: D = rowsum(r(dY) kept(y)), as
+    flash attention computes D from its stored output."""
 
     @staticmethod
-    def forward(ctx, q, k, v):
+    def forward(ctx, q, k, v, round_operands=True):
         T, HD = q.shape[-2], q.shape[-1]
-        r = lambda x: round_significand(x, MATMUL_BITS)
+        r = (lambda x: round_significand(x, MATMUL_BITS)) if round_operands else (lambda x: x)
         q, k, v = r(q), r(k), r(v)
         mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
         scores = ((q @ k.transpose(-2, -1)) / math.sqrt(HD)).masked_fill(~mask, float("-inf"))
         e = torch.exp(scores - scores.max(dim=-1, keepdim=True).values)
         l = e.sum(dim=-1, keepdim=True)
         y = (r(e) @ v) / l
-        ctx.save_for_backward(q, k, v, e / l, y)
+        stored = y if KEPT_BITS is None else round_significand(y, KEPT_BITS)
+        ctx.save_for_backward(q, k, v, e / l, stored)
+        ctx.round_operands = round_operands
         return y
 
     @staticmethod
     def backward(ctx, gy):
         q, k, v, p, y = ctx.saved_tensors
-        r = lambda x: round_significand(x, MATMUL_BITS)
+        r = (lambda x: round_significand(x, MATMUL_BITS)) if ctx.round_operands else (lambda x: x)
         g = r(gy)
         scale = 1.0 / math.sqrt(q.shape[-1])
         dv = r(p).transpose(-2, -1) @ g
         ds = p * (g @ v.transpose(-2, -1) - (g * y).sum(dim=-1, keepdim=True))
         ds = r(ds)
-        return ds @ k * scale, ds.transpose(-2, -1) @ q * scale, dv
+        return ds @ k * scale, ds.transpose(-2, -1) @ q * scale, dv, None
 
 
 def attention_follows_matmul(HD):
@@ -126,6 +136,21 @@ def linear(x, W, b=None):
 def set_matmul_precision(name):
     global MATMUL_BITS
     MATMUL_BITS = {"fp32": None, "tf32": 11, "bf16": 8}[name]
+
+
+def set_precision(name):
+    """trident's train.precision: bf16 rounds the GEMM (and attention) operands as --matmul-precision bf16 and
+    stores the activations each layer keeps for backward in bf16 (kept())."""
+    global KEPT_BITS
+    if name == "bf16":
+        set_matmul_precision("bf16")
+        KEPT_BITS = 8
+
+
+def kept(x):
+    """An activation trident keeps for backward, under bf16 storage rounded where it is produced: every later
+    use, forward and backward, reads the rounded value; its gradient passes through unchanged."""
+    return x if KEPT_BITS is None else x + (round_significand(x, KEPT_BITS) - x).detach()
 
 # ---------------------------------------------------------------------------------------------
 # safetensors: uint64 LE header length N, N bytes of JSON header, raw little-endian data.
@@ -252,22 +277,22 @@ def logits_of(P, d, idx):
     mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
     for l in range(d.L):
         p = f"transformer.h.{l}."
-        h = layer_norm(x, P[p + "ln_1.weight"], P[p + "ln_1.bias"])
-        qkv = linear(h, P[p + "attn.c_attn.weight"], P[p + "attn.c_attn.bias"])  # [B, T, 3C]
+        h = kept(layer_norm(x, P[p + "ln_1.weight"], P[p + "ln_1.bias"]))
+        qkv = kept(linear(h, P[p + "attn.c_attn.weight"], P[p + "attn.c_attn.bias"]))  # [B, T, 3C]
         q, k, v = qkv.split(d.C, dim=-1)
         q = q.reshape(B, T, d.NH, d.HD).transpose(1, 2)  # [B, NH, T, HD]
         k = k.reshape(B, T, d.NH, d.HD).transpose(1, 2)
         v = v.reshape(B, T, d.NH, d.HD).transpose(1, 2)
-        if attention_follows_matmul(d.HD):
-            y = RoundedAttention.apply(q, k, v)
+        if attention_follows_matmul(d.HD) or KEPT_BITS is not None:
+            y = RoundedAttention.apply(q, k, v, attention_follows_matmul(d.HD))
         else:
             scores = (q @ k.transpose(-2, -1)) / math.sqrt(d.HD)
             scores = scores.masked_fill(~mask, float("-inf"))
             y = torch.softmax(scores, dim=-1) @ v
-        y = y.transpose(1, 2).reshape(B, T, d.C)
+        y = kept(y.transpose(1, 2).reshape(B, T, d.C))
         x = x + linear(y, P[p + "attn.c_proj.weight"], P[p + "attn.c_proj.bias"])
-        h = layer_norm(x, P[p + "ln_2.weight"], P[p + "ln_2.bias"])
-        h = gelu_tanh(linear(h, P[p + "mlp.c_fc.weight"], P[p + "mlp.c_fc.bias"]))
+        h = kept(layer_norm(x, P[p + "ln_2.weight"], P[p + "ln_2.bias"]))
+        h = kept(gelu_tanh(kept(linear(h, P[p + "mlp.c_fc.weight"], P[p + "mlp.c_fc.bias"]))))
         x = x + linear(h, P[p + "mlp.c_proj.weight"], P[p + "mlp.c_proj.bias"])
     x = layer_norm(x, P["transformer.ln_f.weight"], P["transformer.ln_f.bias"])
     head = P["transformer.wte.weight"] if d.tied else P["lm_head.weight"]
@@ -663,6 +688,7 @@ def main():
     g.add_argument("--batch", type=int, required=True)
     g.add_argument("--step", type=int, default=0)
     g.add_argument("--matmul-precision", choices=["fp32", "tf32", "bf16"], default="fp32")
+    g.add_argument("--precision", choices=["fp32", "bf16"], default="fp32", help="train.precision")
     g.add_argument("--out", required=True)
     g.add_argument("--json")
 
@@ -696,6 +722,7 @@ def main():
 
     a = ap.parse_args()
     set_matmul_precision(getattr(a, "matmul_precision", "fp32"))
+    set_precision(getattr(a, "precision", "fp32"))
     torch.manual_seed(0)
     fn = {"make-weights": cmd_make_weights, "make-data": cmd_make_data, "grads": cmd_grads,
           "train": cmd_train, "evaluate": cmd_evaluate, "greedy": cmd_greedy, "choices": cmd_choices, "compare": cmd_compare,

@@ -1,6 +1,8 @@
 // Invariants of the model and the training loop that need no reference implementation:
 //   * recompute none / full / selective give bit-identical losses and gradients (the kernels are
-//     deterministic and recompute reruns the very same ops on the very same inputs);
+//     deterministic and recompute reruns the very same ops on the very same inputs), in fp32 and under
+//     bf16 storage (train.precision = "bf16": what backward reads is what forward rounded);
+//   * bf16 storage keeps the saved activations in the bytes model/gpt.hpp says, and changes the numbers;
 //   * gradient accumulation: 4 micro-batches of 1 sequence give the gradients of 1 micro-batch of 4
 //     within 1e-6 relative (norm-wise per tensor). Not bit for bit: each matmul's weight gradient is
 //     a sum over the B*T rows of a micro-batch, so 1x4 rounds four partial sums of T rows to float and
@@ -14,10 +16,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/model_inputs.hpp"
@@ -56,11 +60,12 @@ struct Result {
 
 // `micro_batches` calls of forward_backward on a model of B sequences; the inputs/targets of all
 // calls are consecutive in `tokens` ([micro_batches * B * T] each).
-Result run_model(const GptShapes& s, Recompute recompute, int64_t B, int64_t micro_batches,
+Result run_model(const GptShapes& s, ActivationPolicy policy, int64_t B, int64_t micro_batches,
                  const std::vector<float>& params, const std::vector<int32_t>& inputs,
-                 const std::vector<int32_t>& targets, float dloss_scale) {
+                 const std::vector<int32_t>& targets, float dloss_scale, ActivationBytes* bytes = nullptr) {
   auto k = make_kokkos_kernels();
-  GptModel model(s, *k, recompute, B);
+  if (policy.precision == Precision::BF16) k->set_matmul_precision(MatmulPrecision::BF16);  // as the Trainer does
+  GptModel model(s, *k, policy, B);
   k->copy_to_device(model.params(), params.data(), int64_t(params.size()));
   k->fill(model.grads(), 0.f, model.layout().total());
   Result r;
@@ -69,12 +74,14 @@ Result run_model(const GptShapes& s, Recompute recompute, int64_t B, int64_t mic
   k->fence();
   r.grads.resize(model.layout().total());
   k->copy_to_host(r.grads.data(), model.grads(), model.layout().total());
+  if (bytes) *bytes = model.activation_bytes();
   return r;
 }
 
 TEST(TrainingInvariants, RecomputeModesGiveBitIdenticalLossesAndGradients) {
-  for (const bool tied : {true, false}) {
-    SCOPED_TRACE(tied ? "tied" : "untied");
+  for (const auto& [tied, precision] : {std::pair{true, Precision::FP32}, std::pair{false, Precision::FP32},
+                                        std::pair{true, Precision::BF16}, std::pair{false, Precision::BF16}}) {
+    SCOPED_TRACE(fmt::format("{}, precision {}", tied ? "tied" : "untied", to_string(precision)));
     const GptShapes s = GptShapes::from(small_model(tied));
     const ParameterLayout layout(s);
     const auto params = random_params(layout, 0.1, 11);
@@ -82,15 +89,96 @@ TEST(TrainingInvariants, RecomputeModesGiveBitIdenticalLossesAndGradients) {
     const auto inputs = random_tokens(micro_batches * B * s.T, s.V, 1);
     const auto targets = random_tokens(micro_batches * B * s.T, s.V, 2);
     const float scale = float(1.0 / double(micro_batches * B * s.T));
-    const Result none = run_model(s, Recompute::None, B, micro_batches, params, inputs, targets, scale);
+    const Result none = run_model(s, {Recompute::None, precision}, B, micro_batches, params, inputs, targets, scale);
     for (const Recompute mode : {Recompute::Full, Recompute::Selective}) {
       SCOPED_TRACE(to_string(mode));
-      const Result r = run_model(s, mode, B, micro_batches, params, inputs, targets, scale);
+      const Result r = run_model(s, {mode, precision}, B, micro_batches, params, inputs, targets, scale);
       EXPECT_EQ(r.loss_sum, none.loss_sum);
       ASSERT_EQ(r.grads.size(), none.grads.size());
       for (const auto& t : layout.tensors())
         EXPECT_EQ(std::memcmp(r.grads.data() + t.offset, none.grads.data() + t.offset, sizeof(float) * t.numel), 0)
             << "gradient of " << t.name << " differs from recompute none";
+    }
+  }
+}
+
+// bf16 storage: a layer's norm outputs, q|k|v, attention output, MLP pre-activation and activation take 2
+// bytes per element in a slot, its residual input, x2, statistics and log-sum-exp 4 (counted here from the
+// shapes); the slot also holds the tokens, the output and the head's gradient. Against bf16 GEMM operands
+// alone (the same rounding of every GEMM input), the losses and gradients move, by bf16's order (2^-8).
+TEST(TrainingInvariants, Bf16StorageKeepsTheSavedActivationsInHalfTheBytes) {
+  const GptShapes s = GptShapes::from(small_model(true));
+  const ParameterLayout layout(s);
+  const auto params = random_params(layout, 0.1, 12);
+  const int64_t B = 2, N = B * s.T, C = s.C, L = s.L;
+  const auto inputs = random_tokens(N, s.V, 3);
+  const auto targets = random_tokens(N, s.V, 4);
+  const float scale = float(1.0 / double(N));
+  const auto run = [&](Precision precision, ActivationBytes* bytes) {
+    auto k = make_kokkos_kernels();
+    k->set_matmul_precision(MatmulPrecision::BF16);
+    GptModel model(s, *k, {Recompute::None, precision}, B);
+    k->copy_to_device(model.params(), params.data(), layout.total());
+    k->fill(model.grads(), 0.f, layout.total());
+    Result r;
+    r.loss_sum = model.forward_backward(inputs.data(), targets.data(), scale);
+    r.grads.resize(layout.total());
+    k->copy_to_host(r.grads.data(), model.grads(), layout.total());
+    *bytes = model.activation_bytes();
+    return r;
+  };
+  ActivationBytes fp32_bytes, bf16_bytes;
+  const Result rounded_operands = run(Precision::FP32, &fp32_bytes);
+  const Result stored_bf16 = run(Precision::BF16, &bf16_bytes);
+  const int64_t packed = N * (C + 3 * C + C + C + s.F + s.F);  // ln1, qkv, atty, ln2, fch, fchg
+  const int64_t per_layer_fp32 = N * C + 4 * N + s.NH * N;         // x2; two means and rstds; lse
+  const int64_t slot_rest = 4 * N * C * (L + 1) + 4 * N + 4 * N * C;  // residuals, tokens, dtop
+  EXPECT_EQ(fp32_bytes.saved, slot_rest + L * 4 * (packed + per_layer_fp32));
+  EXPECT_EQ(bf16_bytes.saved, slot_rest + L * (2 * packed + 4 * per_layer_fp32));
+  std::printf("[bf16 storage] saved bytes per micro-batch: fp32 %lld, bf16 %lld (%.3f)\n", (long long)fp32_bytes.saved,
+              (long long)bf16_bytes.saved, double(bf16_bytes.saved) / double(fp32_bytes.saved));
+  const double loss_change = std::fabs(stored_bf16.loss_sum - rounded_operands.loss_sum) / rounded_operands.loss_sum;
+  EXPECT_GT(loss_change, 0.0) << "bf16 storage changed no bit of the loss";
+  EXPECT_LT(loss_change, 1e-2);
+  double change = 0;  // the largest ||g_bf16 - g|| / ||g|| over the tensors
+  for (const auto& t : layout.tensors()) {
+    double diff = 0, norm = 0;
+    for (int64_t i = t.offset; i < t.offset + t.numel; ++i) {
+      diff += std::pow(double(stored_bf16.grads[i]) - double(rounded_operands.grads[i]), 2);
+      norm += std::pow(double(rounded_operands.grads[i]), 2);
+    }
+    if (norm > 0) change = std::max(change, std::sqrt(diff / norm));
+  }
+  EXPECT_GT(change, 1e-4) << "bf16 storage barely changed the gradients";
+  EXPECT_LT(change, 5e-2) << "bf16 storage changed the gradients far more than bf16's rounding";
+}
+
+// The LM head in chunks of rows (train.logits_chunk_mib): 5 rows of logits at a time over the 32 positions
+// of a micro-batch (6 chunks of 5 and one of 2) against all rows at once. Each row's logits, loss and
+// input gradient are computed alike; only the head weight's gradient sums the rows in another order (as
+// 1 micro-batch of 4 against 4 of 1 below), so losses and gradients agree within 1e-6 relative.
+TEST(TrainingInvariants, LogitsInChunksOfRowsGiveTheWholeHeadsLossAndGradients) {
+  for (const bool tied : {true, false}) {
+    SCOPED_TRACE(tied ? "tied" : "untied");
+    const GptShapes s = GptShapes::from(small_model(tied));
+    const ParameterLayout layout(s);
+    const auto params = random_params(layout, 0.1, 13);
+    const int64_t B = 2, N = B * s.T;
+    const auto inputs = random_tokens(2 * N, s.V, 5);
+    const auto targets = random_tokens(2 * N, s.V, 6);
+    const float scale = float(1.0 / double(2 * N));
+    const int64_t five_rows = 5 * s.Vp * int64_t(sizeof(float)) + 3;
+    ASSERT_EQ(logits_chunk_rows(five_rows, s.Vp, N), 5);
+    const Result whole = run_model(s, Recompute::None, B, 2, params, inputs, targets, scale);
+    const Result chunked = run_model(s, {Recompute::None, Precision::FP32, five_rows}, B, 2, params, inputs, targets, scale);
+    EXPECT_NEAR(chunked.loss_sum, whole.loss_sum, 1e-6 * whole.loss_sum);
+    for (const auto& t : layout.tensors()) {
+      double diff = 0, norm = 0;
+      for (int64_t i = t.offset; i < t.offset + t.numel; ++i) {
+        diff += std::pow(double(chunked.grads[i]) - double(whole.grads[i]), 2);
+        norm += std::pow(double(whole.grads[i]), 2);
+      }
+      EXPECT_LE(std::sqrt(diff), 1e-6 * std::sqrt(norm)) << t.name;
     }
   }
 }
