@@ -9,8 +9,8 @@
 # (trident-S.log/.jsonl, llmc-S.log, pytorch-S.log, build logs), phases.tsv (phase, exit status,
 # seconds) and device.txt.
 #
-# Systems: trident in its fastest configuration today (CUDA, train.matmul_precision = "bf16": fp32
-# weights and activations, bf16 GEMM operands; train.precision = "bf16" does not exist yet); llm.c's
+# Systems: trident (CUDA, train.precision = "bf16": bf16 GEMM and attention operands, the activations kept
+# for backward stored in bf16, fp32 parameters and gradients; no bf16 parameter copy yet); llm.c's
 # train_gpt2cu (bf16, its own attention, no cuDNN), from random init on random token shards
 # (llmc_shards.py); PyTorch (benchmarks/gpu/pytorch_gpu_step.py: torch.compile, flash SDPA only, fused
 # AdamW, bf16 autocast over fp32 master weights, gradient clipping as llm.c). Every system runs 32 steps
@@ -107,7 +107,7 @@ for s in "${shapes[@]}"; do
     bash -c 'source .device-deps/device-env.sh >/dev/null && exec "$@"' _ \
     "$build/trident" train "$here/../model/gpt2-124m-bench.toml" --set model.seq_len=1024 \
     --set model.layers="$L" --set model.hidden="$C" --set model.heads="$NH" --set train.micro_batch="$B" \
-    --set train.global_batch="$B" --set train.steps="$steps" --set train.matmul_precision=bf16 \
+    --set train.global_batch="$B" --set train.steps="$steps" --set train.precision=bf16 \
     --set runtime.backend=cuda --set data.format=llmc --set data.path="$shards/rand_train_*.bin" \
     --set runtime.log_every=1 --set runtime.metrics="$logs/trident-$name.jsonl"
   grep -E "throughput reference|summary:" "$logs/trident-$name.log"

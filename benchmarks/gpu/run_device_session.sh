@@ -17,9 +17,14 @@ echo "run_device_session: build and ctest -L gpu rc=$status"
 [ -x "$build/trident" ] || exit "$status"
 # shellcheck source=/dev/null
 source .device-deps/device-env.sh >/dev/null
-# MATMULS: the train.matmul_precision values to run (default fp32); COMPILE=0 leaves out torch.compile.
+# MATMULS: the train.matmul_precision values to run at fp32 (default fp32); PRECISIONS: further
+# train.precision values (bf16: against PyTorch's bf16 autocast); COMPILE=0 leaves out torch.compile.
 for matmul in ${MATMULS:-fp32}; do
   MATMUL=$matmul STEPS=12 timeout 200 bash benchmarks/gpu/run_step_vs_pytorch.sh "$build" fp32 12:768:12:8 \
+    | tee -a "$logs/step-gpt2.txt"
+done
+for precision in ${PRECISIONS:-}; do
+  STEPS=12 timeout 200 bash benchmarks/gpu/run_step_vs_pytorch.sh "$build" "$precision" 12:768:12:8 \
     | tee -a "$logs/step-gpt2.txt"
 done
 timeout 90 "$build/trident" train benchmarks/model/llama-124m-bench.toml --set model.seq_len=1024 \
