@@ -1,9 +1,12 @@
 // gpu-sim's NCCL: the collectives, as non-blocking MPI collectives on staged copies of the buffers
 // (nccl_internal.hpp), so in-place calls, including all-gather's and reduce-scatter's in-place
 // layouts (this rank's block of the larger buffer), need nothing special. ncclAvg is a sum divided by
-// the number of ranks at the end (integers: truncated, as NCCL's integer average).
+// the number of ranks at the end (integers: truncated, as NCCL's integer average). ncclBfloat16 goes
+// over MPI as 16-bit patterns with reductions of gpu-sim's own that combine two elements in fp32 and
+// round the result to bf16, as NCCL's bf16 reductions do.
 #include <cstring>
 
+#include "cuda_bf16.h"
 #include "nccl_internal.hpp"
 
 namespace gpusim::nccl {
@@ -25,12 +28,71 @@ MPI_Datatype mpi_type(ncclDataType_t type) {
       return MPI_UINT64_T;
     case ncclFloat32:
       return MPI_FLOAT;
+    case ncclBfloat16:
+      return MPI_UINT16_T;
     default:
       return MPI_DOUBLE;  // ncclFloat64: check_task admits no other type
   }
 }
 
-MPI_Op mpi_op(ncclRedOp_t op) {
+float bf16_to_float(uint16_t bits) {  // exact: the top half of an fp32 pattern
+  const uint32_t u = uint32_t(bits) << 16;
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+uint16_t float_to_bf16(float x) {
+  const __nv_bfloat16 b = __float2bfloat16_rn(x);
+  uint16_t bits;
+  std::memcpy(&bits, &b, sizeof bits);
+  return bits;
+}
+
+// inout[i] = combine(in[i], inout[i]) in fp32, rounded to bf16.
+template <class Combine>
+void bf16_op(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = float_to_bf16(Combine()(bf16_to_float(a[i]), bf16_to_float(b[i])));
+}
+
+struct Plus {
+  float operator()(float a, float b) const { return a + b; }
+};
+struct Times {
+  float operator()(float a, float b) const { return a * b; }
+};
+struct Larger {
+  float operator()(float a, float b) const { return a > b ? a : b; }
+};
+struct Smaller {
+  float operator()(float a, float b) const { return a < b ? a : b; }
+};
+
+MPI_Op made(MPI_User_function* f) {
+  MPI_Op op;
+  MPI_Op_create(f, /*commute=*/1, &op);
+  return op;
+}
+
+MPI_Op bf16_mpi_op(ncclRedOp_t op) {
+  static const MPI_Op sum = made(&bf16_op<Plus>), prod = made(&bf16_op<Times>), max = made(&bf16_op<Larger>),
+                      min = made(&bf16_op<Smaller>);
+  switch (op) {
+    case ncclProd:
+      return prod;
+    case ncclMax:
+      return max;
+    case ncclMin:
+      return min;
+    default:
+      return sum;  // ncclSum, and ncclAvg before its division
+  }
+}
+
+MPI_Op mpi_op(ncclRedOp_t op, ncclDataType_t type) {
+  if (type == ncclBfloat16) return bf16_mpi_op(op);
   switch (op) {
     case ncclProd:
       return MPI_PROD;
@@ -41,6 +103,11 @@ MPI_Op mpi_op(ncclRedOp_t op) {
     default:
       return MPI_SUM;  // ncclSum, and ncclAvg before its division
   }
+}
+
+void divide_bf16(std::vector<char>& data, int n) {
+  auto* p = reinterpret_cast<uint16_t*>(data.data());
+  for (size_t i = 0; i < data.size() / 2; ++i) p[i] = float_to_bf16(bf16_to_float(p[i]) / float(n));
 }
 
 template <class T>
@@ -65,6 +132,8 @@ void divide(std::vector<char>& data, ncclDataType_t type, int n) {
       return divide_as<uint64_t>(data, n);
     case ncclFloat32:
       return divide_as<float>(data, n);
+    case ncclBfloat16:
+      return divide_bf16(data, n);
     default:
       return divide_as<double>(data, n);
   }
@@ -113,7 +182,7 @@ int post_collective(const Task& t, Staged& s, MPI_Request* request) {
   const auto [in, out] = collective_extent(t);
   const int n = int(t.count);
   const MPI_Datatype type = mpi_type(t.type);
-  const MPI_Op op = mpi_op(t.op);
+  const MPI_Op op = mpi_op(t.op, t.type);
   const MPI_Comm comm = t.comm->ops;
   if (t.kind == Kind::Broadcast) {  // one buffer: the root's data leave from it, the others' arrive in it
     stage_in(s.out, t.send, in);

@@ -113,6 +113,8 @@ size_t type_size(ncclDataType_t type) {
     case ncclInt8:
     case ncclUint8:
       return 1;
+    case ncclBfloat16:
+      return 2;
     case ncclInt32:
     case ncclUint32:
     case ncclFloat32:
@@ -134,7 +136,7 @@ ncclResult_t check_task(const char* call, ncclComm_t handle, size_t count, ncclD
   if (size == 0)
     return fail(ncclInvalidArgument,
                 std::string(call) + ": data type " + std::to_string(int(type)) +
-                    (type >= 0 && type < ncclNumTypes ? " (half, bfloat16 or fp8) is not implemented in gpu-sim yet"
+                    (type >= 0 && type < ncclNumTypes ? " (half or fp8) is not implemented in gpu-sim yet"
                                                       : " is not an ncclDataType_t"));
   if (count > size_t(INT_MAX) || (bytes && count * size > size_t(INT_MAX)))
     return fail(ncclInvalidArgument, std::string(call) + ": count " + std::to_string(count) +

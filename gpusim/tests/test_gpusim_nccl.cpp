@@ -17,6 +17,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -373,6 +374,67 @@ TYPED_TEST(GpuSimNcclTyped, AllGatherAndReduceScatter) {
   EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
 }
 
+// bfloat16 (trident's mesh.grad_reduce_dtype = "bf16"): every reduction combines two elements in fp32 and
+// rounds the result to bf16. Rank r holds r + 1 + (j mod 5) at position j: sums, products (every partial
+// product of up to 4 ranks has at most 8 significant bits), maxima and minima stay exact in bf16 (the
+// average where n is 1, 2 or 4).
+TEST(GpuSimNccl, Bfloat16ReductionsRoundEachResultToBfloat16) {
+  const ncclComm_t comm = world_comm();
+  const Stream s;
+  const int n = world_size(), me = world_rank();
+  const size_t count = 23;
+  const auto bits_of = [](float x) {
+    uint32_t u;
+    std::memcpy(&u, &x, sizeof u);
+    return uint16_t(u >> 16);  // x is exact in bf16 here
+  };
+  const auto value_of = [](uint16_t b) {
+    const uint32_t u = uint32_t(b) << 16;
+    float x;
+    std::memcpy(&x, &u, sizeof x);
+    return x;
+  };
+  const auto mine = [&](int r, size_t j) { return float(r + 1 + int(j % 5)); };
+  for (ncclRedOp_t op : {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg}) {
+    std::vector<uint16_t> host(count);
+    for (size_t j = 0; j < count; ++j) host[j] = bits_of(mine(me, j));
+    Buffer<uint16_t> buf(host);
+    ASSERT_EQ(ncclAllReduce(buf.p, buf.p, count, ncclBfloat16, op, comm, s.s), ncclSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s.s), cudaSuccess);
+    const std::vector<uint16_t> got = buf.read();
+    for (size_t j = 0; j < count; ++j) {
+      float want = op == ncclMax ? mine(n - 1, j) : mine(0, j);
+      if (op == ncclSum || op == ncclAvg) {
+        want = 0;
+        for (int r = 0; r < n; ++r) want += mine(r, j);
+        if (op == ncclAvg) want /= float(n);
+      }
+      if (op == ncclProd) {
+        want = 1;
+        for (int r = 0; r < n; ++r) want *= mine(r, j);
+      }
+      if (op != ncclAvg || n == 1 || n == 2 || n == 4) {
+        EXPECT_EQ(value_of(got[j]), want) << "op " << op << " at " << j;
+      }
+    }
+  }
+  // 256 on rank 0 and 1 on the others: bf16's step at 256 is 2, so 256 + 1 rounds to 256 (ties to even),
+  // where an fp32 sum would give 255 + n. Every result lies on bf16's grid.
+  Buffer<uint16_t> sum(std::vector<uint16_t>(count, bits_of(me == 0 ? 256.0f : 1.0f)));
+  ASSERT_EQ(ncclAllReduce(sum.p, sum.p, count, ncclBfloat16, ncclSum, comm, s.s), ncclSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s.s), cudaSuccess);
+  for (uint16_t b : sum.read()) {
+    const float v = value_of(b);
+    if (n == 2) {
+      EXPECT_EQ(v, 256.0f) << "256 + 1 in bf16";
+    }
+    EXPECT_EQ(std::fmod(v, 2.0f), 0.0f) << v << " is not on bf16's grid";
+    EXPECT_GE(v, 256.0f);
+    EXPECT_LE(v, 256.0f + 2.0f * float(n));
+  }
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+}
+
 // ---- library and arguments ----
 
 TEST(GpuSimNccl, VersionAndErrorStrings) {
@@ -388,14 +450,13 @@ TEST(GpuSimNccl, VersionAndErrorStrings) {
 }
 
 // Bad arguments fail at the call; inside a group they also fail ncclGroupEnd, which then drops the
-// group's calls. Half and bfloat16 are not implemented yet.
+// group's calls. Half is not implemented yet.
 TEST(GpuSimNccl, ArgumentErrors) {
   const ncclComm_t comm = world_comm();
   const Stream s;
   const int n = world_size();
   Buffer<float> x(std::vector<float>(8, 1.f));
   EXPECT_EQ(ncclAllReduce(x.p, x.p, 8, ncclFloat16, ncclSum, comm, s.s), ncclInvalidArgument);
-  EXPECT_EQ(ncclAllReduce(x.p, x.p, 8, ncclBfloat16, ncclSum, comm, s.s), ncclInvalidArgument);
   EXPECT_EQ(ncclAllReduce(x.p, x.p, 8, ncclFloat, ncclRedOp_t(9), comm, s.s), ncclInvalidArgument);
   EXPECT_EQ(ncclBroadcast(x.p, x.p, 8, ncclFloat, n, comm, s.s), ncclInvalidArgument);
   EXPECT_EQ(ncclReduce(x.p, x.p, 8, ncclFloat, ncclSum, -1, comm, s.s), ncclInvalidArgument);

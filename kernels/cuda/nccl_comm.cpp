@@ -33,7 +33,7 @@ namespace trident::cuda {
 namespace {
 
 ncclDataType_t dtype_of(int d) {
-  static const ncclDataType_t types[] = {ncclFloat32, ncclFloat64, ncclInt32, ncclInt64};
+  static const ncclDataType_t types[] = {ncclFloat32, ncclFloat64, ncclInt32, ncclInt64, ncclBfloat16};
   return types[d];
 }
 

@@ -6,6 +6,7 @@
 #include "comm/nccl.hpp"
 #include "comm/staging.hpp"
 #include "comm/watchdog.hpp"
+#include "core/bf16.hpp"
 #include "core/error.hpp"
 #include "cuda_module.hpp"
 
@@ -24,7 +25,27 @@ template <> int nccl_type<double>() { return 1; }
 template <> int nccl_type<int32_t>() { return 2; }
 template <> int nccl_type<int64_t>() { return 3; }
 
-MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::Sum ? MPI_SUM : MPI_MAX; }
+template <> MPI_Datatype mpi_type<Bf16>() { return MPI_UINT16_T; }
+template <> int nccl_type<Bf16>() { return 4; }
+
+// bf16 elements summed in fp32, each sum rounded back to bf16 (MPI applies it pairwise as its
+// algorithm combines the ranks' buffers).
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = bf16_bits(bf16_value(a[i]) + bf16_value(b[i]));
+}
+
+template <class T> MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::Sum ? MPI_SUM : MPI_MAX; }
+template <> MPI_Op mpi_op<Bf16>(ReduceOp op) {
+  TRIDENT_CHECK(op == ReduceOp::Sum, "internal: bf16 buffers are only summed");
+  static const MPI_Op sum = [] {
+    MPI_Op created;
+    MPI_Op_create(&bf16_sum, /*commute=*/1, &created);
+    return created;
+  }();
+  return sum;
+}
 
 // MPI counts are int; larger messages would need derived datatypes, which nothing here sends.
 int count(int64_t n) {
@@ -134,12 +155,12 @@ template <class T> void Group::mpi_all_reduce(T* data, int64_t n, ReduceOp op) {
   if (wait_ == MpiWait::Block) {
     const watchdog::Watch watch("all_reduce", *this);
     const double start = MPI_Wtime();
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, count(n), mpi_type<T>(), mpi_op(op), comm_), "MPI_Allreduce");
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, count(n), mpi_type<T>(), mpi_op<T>(op), comm_), "MPI_Allreduce");
     counters_.seconds += MPI_Wtime() - start;
     return;
   }
   MPI_Request r;
-  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, count(n), mpi_type<T>(), mpi_op(op), comm_, &r), "MPI_Iallreduce");
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, count(n), mpi_type<T>(), mpi_op<T>(op), comm_, &r), "MPI_Iallreduce");
   wait_mpi(&r, "all_reduce");
 }
 
@@ -267,7 +288,7 @@ template <class T> Request Group::iall_reduce(T* data, int64_t n, ReduceOp op) {
   if (size_ == 1) return r;
   counters_.add(CommOp::AllReduce, n * int64_t(sizeof(T)));
   T* buf = mpi_side<T>(data, data, n, r);
-  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf, count(n), mpi_type<T>(), mpi_op(op), comm_, &r.mpi),
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf, count(n), mpi_type<T>(), mpi_op<T>(op), comm_, &r.mpi),
             "MPI_Iallreduce");
   return r;
 }
@@ -283,7 +304,8 @@ template <class T> Request Group::ireduce(T* data, int64_t n, int root) {
   counters_.add(CommOp::Reduce, n * int64_t(sizeof(T)));
   T* buf = mpi_side<T>(data, rank_ == root ? data : nullptr, n, r);  // only the root's sum comes back
   const void* send = rank_ == root ? MPI_IN_PLACE : static_cast<const void*>(buf);
-  check_mpi(MPI_Ireduce(send, buf, count(n), mpi_type<T>(), MPI_SUM, root, comm_, &r.mpi), "MPI_Ireduce");
+  check_mpi(MPI_Ireduce(send, buf, count(n), mpi_type<T>(), mpi_op<T>(ReduceOp::Sum), root, comm_, &r.mpi),
+            "MPI_Ireduce");
   return r;
 }
 
@@ -368,6 +390,8 @@ void Group::barrier() {
   template void Group::broadcast_host<T>(T*, int64_t, int);
 TRIDENT_GROUP_TYPES(float)
 TRIDENT_GROUP_TYPES(double)
+// mesh.grad_reduce_dtype = "bf16": the data-parallel gradient reductions.
+template Request Group::iall_reduce<Bf16>(Bf16*, int64_t, ReduceOp);
 TRIDENT_GROUP_TYPES(int32_t)
 TRIDENT_GROUP_TYPES(int64_t)
 #undef TRIDENT_GROUP_TYPES

@@ -22,4 +22,10 @@ inline float bf16_value(uint16_t bits) {
   return x;
 }
 
+// A bf16 element in a communication buffer (mesh.grad_reduce_dtype = "bf16"): its sum (comm/group.hpp)
+// adds two elements in fp32 and rounds the result to bf16, as NCCL's bf16 reductions do.
+struct Bf16 {
+  uint16_t bits;
+};
+
 }  // namespace trident

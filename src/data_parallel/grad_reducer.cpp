@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/bf16.hpp"
 #include "core/error.hpp"
 #include "data_parallel/zero_partition.hpp"
 
@@ -33,6 +34,9 @@ GradientReducer::GradientReducer(Group& dp, Kernels& kernels, std::vector<GptMod
         c.buckets.push_back(Bucket{std::max(c.deferred, end - opt_.bucket_elements), end, false, {}});
     chunks_.push_back(std::move(c));
   }
+  TRIDENT_CHECK(!opt_.bf16 || opt_.zero < 2, "internal: a bf16 gradient reduction is built for zero 0 and 1");
+  if (opt_.bf16)
+    for (auto& c : chunks_) c.wire = k_.alloc_bf16(c.model->layout().total());
   if (opt_.zero >= 2) {
     sharded_ = std::make_unique<ShardedGradients>(dp_, k_, chunks, bounds, deferred, !opt_.overlap);
     if (opt_.zero == 3) sharded_params_ = std::make_unique<ShardedParameters>(dp_, k_, chunks, bounds);
@@ -48,6 +52,8 @@ GradientReducer::GradientReducer(Group& dp, Kernels& kernels, std::vector<GptMod
 GradientReducer::~GradientReducer() {
   if (!sharded_)
     for (auto& c : chunks_) c.model->set_gradient_hooks({});
+  for (auto& c : chunks_)
+    if (c.wire) k_.free(c.wire);
 }
 
 float* GradientReducer::range_gradients(int c) {
@@ -64,7 +70,7 @@ int64_t GradientReducer::gradient_bytes() const {
   if (sharded_) return sharded_->bytes();
   int64_t n = 0;
   for (const auto& c : chunks_) n += c.model->layout().total();
-  return n * int64_t(sizeof(float));
+  return n * int64_t(sizeof(float) + (opt_.bf16 ? sizeof(uint16_t) : 0));  // (bf16: and their patterns)
 }
 
 float* GradientReducer::range_parameters(int c) {
@@ -120,21 +126,36 @@ void GradientReducer::final_from(Chunk& c, int64_t from) {
     // Without overlap, this micro-batch's reduction is waited for here, before anything else runs.
     if (reducing && !opt_.overlap)
       for (auto& b : c.buckets)
-        if (!b.requests.empty()) complete(b);
+        if (!b.requests.empty()) complete(c, b);
   }
   progress(c);
 }
 
-void GradientReducer::launch(Chunk& c, Bucket& b) {
-  b.dirty = false;
-  reduced_bytes_ += (b.end - b.begin) * int64_t(sizeof(float));
-  b.requests.push_back(dp_.iall_reduce(c.model->grads() + b.begin, b.end - b.begin));
+Request GradientReducer::start_reduction(Chunk& c, int64_t begin, int64_t n) {
+  float* grads = c.model->grads() + begin;
+  if (!opt_.bf16) {
+    reduced_bytes_ += n * int64_t(sizeof(float));
+    return dp_.iall_reduce(grads, n);
+  }
+  reduced_bytes_ += n * int64_t(sizeof(uint16_t));
+  k_.round_to_bf16(grads, c.wire + begin, n);
+  return dp_.iall_reduce(reinterpret_cast<Bf16*>(c.wire + begin), n);
 }
 
-void GradientReducer::complete(Bucket& b) {
+void GradientReducer::take_reduction(Chunk& c, int64_t begin, int64_t n) {
+  if (opt_.bf16) k_.unpack_bf16(c.model->grads() + begin, c.wire + begin, n);
+}
+
+void GradientReducer::launch(Chunk& c, Bucket& b) {
+  b.dirty = false;
+  b.requests.push_back(start_reduction(c, b.begin, b.end - b.begin));
+}
+
+void GradientReducer::complete(Chunk& c, Bucket& b) {
   const auto t0 = std::chrono::steady_clock::now();
   dp_.wait_all(b.requests);
   b.requests.clear();
+  take_reduction(c, b.begin, b.end - b.begin);
   exposed_s_ += seconds_since(t0);
 }
 
@@ -161,7 +182,7 @@ void GradientReducer::finish_backward() {
     for (auto& b : c.buckets)
       if (b.dirty && b.requests.empty()) launch(c, b);
     for (auto& b : c.buckets)
-      if (!b.requests.empty()) complete(b);
+      if (!b.requests.empty()) complete(c, b);
   }
 }
 
@@ -176,12 +197,11 @@ void GradientReducer::reduce_deferred() {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Request> pending;
   for (auto& c : chunks_)
-    for (int64_t begin = 0; begin < c.deferred; begin += opt_.bucket_elements) {
-      const int64_t n = std::min(opt_.bucket_elements, c.deferred - begin);
-      pending.push_back(dp_.iall_reduce(c.model->grads() + begin, n));
-      reduced_bytes_ += n * int64_t(sizeof(float));
-    }
+    for (int64_t begin = 0; begin < c.deferred; begin += opt_.bucket_elements)
+      pending.push_back(start_reduction(c, begin, std::min(opt_.bucket_elements, c.deferred - begin)));
   dp_.wait_all(pending);
+  for (auto& c : chunks_)
+    if (c.deferred > 0) take_reduction(c, 0, c.deferred);
   exposed_s_ += seconds_since(t0);
 }
 

@@ -42,6 +42,7 @@ class GradientReducer {
     int64_t bucket_elements = 1 << 22;  // zero 0/1 buckets; every zero: deferred and broadcast pieces
     bool overlap = true;             // false: nothing starts before the micro-batch's backward ends
     int micro_batches = 1;           // per step (backward calls per chunk)
+    bool bf16 = false;               // zero 0/1: the all-reduces move bf16 (mesh.grad_reduce_dtype)
   };
   // Installs the gradient hooks on the chunks (removed again by the destructor).
   GradientReducer(Group& dp, Kernels& kernels, std::vector<GptModel*> chunks, std::vector<int64_t> deferred,
@@ -96,12 +97,17 @@ class GradientReducer {
     std::vector<int64_t> bounds;     // ZeRO ranges of the DP ranks (one range [0, total) with zero 0)
     std::vector<Bucket> buckets;     // from the end of the layout down to `deferred`
     int backwards_done = 0;          // micro-batches whose backward has ended this step
+    uint16_t* wire = nullptr;        // bf16 reduction: the gradients' bf16 patterns, reduced in place
   };
   int owner_range() const { return opt_.zero > 0 ? dp_.rank() : 0; }
   void writing(Chunk& c, int64_t begin, int64_t end);
   void final_from(Chunk& c, int64_t from);
   void launch(Chunk& c, Bucket& b);
-  void complete(Bucket& b);
+  void complete(Chunk& c, Bucket& b);
+  // Starts the all-reduce of c's gradients [begin, begin + n): in place, or (bf16) of their bf16 patterns.
+  Request start_reduction(Chunk& c, int64_t begin, int64_t n);
+  // After that reduction's wait: (bf16) the sums widened into the gradients.
+  void take_reduction(Chunk& c, int64_t begin, int64_t n);
   void progress(Chunk& c);
 
   Group& dp_;

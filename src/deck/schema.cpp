@@ -337,6 +337,11 @@ std::vector<KeySpec> build() {
                       "Start each gradient bucket's DP reduction as soon as backward has finished it (last "
                       "micro-batch; with zero >= 2 each layer's, every micro-batch); false waits for each "
                       "reduction before backward goes on."));
+  k.push_back(choice("mesh", "grad_reduce_dtype", &MeshConfig::grad_reduce_dtype, &Config::mesh,
+                     {{"fp32", Precision::FP32}, {"bf16", Precision::BF16}},
+                     "The element type of the data-parallel gradient all-reduce: bf16 sends half the bytes (each "
+                     "rank's gradients rounded to bf16, every partial sum rounded to bf16 as NCCL's bf16 "
+                     "reduction does, the result widened into the fp32 gradients). zero 0 and 1 only."));
   // [train]
   k.push_back(integer("train", "steps", &Config::train, &TrainConfig::steps, 0, int64_t(1) << 40,
                       "Optimizer steps to run (counted from 1; a resumed run continues up to this number)."));

@@ -279,6 +279,9 @@ MemoryEstimate estimate_memory(const Config& cfg, const ClusterSpec& cluster, co
     // largest segment (the token embedding on a stage holding it, else a layer) and one layer being
     // reduced, and a tied embedding shared by two stages keeps its whole gradient for the cross-stage sum.
     if (l.dp > 1 && l.zero < 2) st.comm_buffers += std::min(2.0 * cfg.mesh.bucket_mb * kMiB, st.states.gradients);
+    // A bf16 reduction (mesh.grad_reduce_dtype) keeps the gradients' bf16 patterns beside them (counted
+    // with the gradients, as `train` reports them).
+    if (l.dp > 1 && l.zero < 2 && cfg.mesh.grad_reduce_dtype == Precision::BF16) st.states.gradients += 2.0 * st.params;
     if (l.dp > 1 && l.zero >= 2) st.comm_buffers += zero2_gradient_staging_bytes(m, l, s, e);
     if (l.dp > 1 && l.zero >= 3) st.comm_buffers += zero3_parameter_gather_bytes(m, l, e);
     if (l.pp > 1) st.comm_buffers += 2.0 * e * sbh;

@@ -200,6 +200,7 @@ void Trainer::make_gradient_reducer() {
   o.bucket_elements = std::max<int64_t>(kZeroAlignment, int64_t(cfg_.mesh.bucket_mb * 1048576.0 / sizeof(float)));
   o.overlap = cfg_.mesh.overlap_grad_reduce;
   o.micro_batches = int(cfg_.micro_batches_per_step());
+  o.bf16 = cfg_.mesh.grad_reduce_dtype == Precision::BF16;
   reducer_ = std::make_unique<GradientReducer>(mesh_->dp(), k_, chunks, deferred, o);
 }
 

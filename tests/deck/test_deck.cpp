@@ -68,7 +68,7 @@ const std::string kModelKeys =
     "rope_theta, mlp, bias, tie_embeddings, init_std, seed, init_from, vocab_pad_to";
 const std::string kMeshKeys =
     "tp, pp, dp, order, schedule, virtual_stages, sequence_parallel, zero, strict_placement, layers_per_stage, "
-    "bucket_mb, overlap_grad_reduce";
+    "bucket_mb, overlap_grad_reduce, grad_reduce_dtype";
 const std::string kTrainKeys =
     "steps, micro_batch, global_batch, lr, min_lr, warmup_steps, lr_schedule, weight_decay, beta1, beta2, eps, "
     "grad_clip, recompute, precision, matmul_precision, logits_chunk_mib, sample_every, sample_tokens, sample_prompt";
@@ -226,6 +226,9 @@ std::vector<BadDeck> bad_decks() {
        "summing to [model] layers = 12"},
       {"SequenceParallelSeqLen", "[model]\nseq_len = 1023\n[mesh]\ntp = 2\nsequence_parallel = true\n", {}, 0,
        "deck.toml:5:21: [mesh] sequence_parallel needs [model] seq_len = 1023 divisible by tp = 2"},
+      {"Bf16ReductionWithZero2", "[mesh]\ndp = 2\nzero = 2\ngrad_reduce_dtype = \"bf16\"\n", {}, 2,
+       "deck.toml:4:21: [mesh] grad_reduce_dtype = \"bf16\" is built for zero 0 and 1, but [mesh] zero = 2 reduces "
+       "each gradient segment to its owner in fp32; use zero <= 1 or fp32"},
       {"Bf16WithTf32", "[train]\nprecision = \"bf16\"\nmatmul_precision = \"tf32\"\n", {}, 0,
        "deck.toml:3:20: [train] matmul_precision = \"tf32\" contradicts [train] precision = \"bf16\", whose GEMMs take "
        "bf16 operands; leave matmul_precision out"},
@@ -373,6 +376,7 @@ std::vector<KeyRow> key_rows() {
       {"mesh", "bucket_mb", "float", "25", "25.0", "a number > 0 and <= 65536", "1e-45", "0.0", "65536.0", "65536.5",
        {}},
       {"mesh", "overlap_grad_reduce", "boolean", "true", "true", "true or false", "", "", "", "", {}},
+      {"mesh", "grad_reduce_dtype", "string", "\"fp32\"", "\"fp32\"", "one of \"fp32\", \"bf16\"", "", "", "", "", {}},
       {"train", "steps", "integer", "10", "10", "an integer in [0, 1099511627776]", "0", "-1", k2p40, k2p40Bad, {}},
       {"train", "micro_batch", "integer", "1", "1", "an integer in [1, 2147483647]", "1", "0", kBig, kBigBad,
        {"train.global_batch=" + kBig, "+model.seq_len=1", "+model.hidden=1", "+model.heads=1", "+data.format=llmc",
@@ -784,7 +788,7 @@ void expect_same(const Config& a, const Config& b) {
   SAME(mesh.tp); SAME(mesh.pp); SAME(mesh.dp); SAME(mesh.order); SAME(mesh.schedule); SAME(mesh.virtual_stages);
   SAME(mesh.sequence_parallel); SAME(mesh.zero); SAME(mesh.strict_placement); SAME(mesh.layers_per_stage);
   SAME(mesh.bucket_mb);
-  SAME(mesh.overlap_grad_reduce);
+  SAME(mesh.overlap_grad_reduce); SAME(mesh.grad_reduce_dtype);
   SAME(train.steps); SAME(train.micro_batch); SAME(train.global_batch); SAME(train.lr); SAME(train.min_lr);
   SAME(train.warmup_steps); SAME(train.lr_schedule); SAME(train.weight_decay); SAME(train.beta1);
   SAME(train.beta2); SAME(train.eps); SAME(train.grad_clip); SAME(train.recompute); SAME(train.precision);

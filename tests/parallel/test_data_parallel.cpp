@@ -185,6 +185,57 @@ int64_t stored_elements_of_workload() {
   return Vp * C + T * C + L * layer + 2 * C;
 }
 
+// mesh.grad_reduce_dtype = "bf16" (zero 0 and 1): each rank's gradients are rounded to bf16, and so is
+// every partial sum the reduction forms (as NCCL's bf16 all-reduce does), so each reduced element is a
+// few bf16 roundings (2^-9 relative each) from the exact sum: about 2^-9 / sqrt(3) ~ 1e-3 in a tensor's
+// relative L2 for the inputs' rounding, but each rank's part is rounded relative to itself, and the
+// ranks' parts largely cancel in the sum (a micro-batch's gradient is mostly noise), so against the sum
+// the error grows with the ranks. Measured (TRIDENT_TEST_REPORT_ERRORS=1), 2 / 4 / 8 ranks: loss and
+// norms 1.1e-4 / 3.4e-4 / 2.3e-4, step-1 gradients 2.9e-3 / 3.8e-3 / 4.0e-3, later gradients 5.6e-3 /
+// 7.1e-3 / 8.5e-3, parameters 1.1e-3 / 1.4e-3 / 1.4e-3. Bounds about 2.5-3x the largest. The layouts
+// also cover the tied embedding shared by two pipeline stages, whose reduction waits for the stages' sum
+// (reduce_deferred).
+const Tolerance kBf16ReduceTolerance{/*loss=*/1e-3, /*gradient=*/1e-2, /*later_gradient=*/2.5e-2, /*parameter=*/4e-3f};
+
+TEST(DataParallel, Bf16GradientReductionMatchesSerial) {
+  const int dp = world_size();
+  for (int zero : {0, 1}) {
+    SCOPED_TRACE(fmt::format("zero {}", zero));
+    expect_layout_matches_serial({fmt::format("mesh.dp={}", dp), fmt::format("mesh.zero={}", zero),
+                                  "mesh.bucket_mb=0.02", "mesh.grad_reduce_dtype=bf16"},
+                                 kBf16ReduceTolerance);
+  }
+  if (dp == 4)
+    expect_layout_matches_serial({"mesh.pp=2", "mesh.dp=2", "mesh.zero=1", "mesh.grad_reduce_dtype=bf16"},
+                                 kBf16ReduceTolerance);
+}
+
+// The bf16 reduction moves half the bytes of the fp32 one (the DP group's all-reduce counter), and its
+// step-1 gradients differ from the fp32 reduction's by more than fp32's DP tolerance, so the test above
+// would see a reduction that stayed fp32.
+TEST(DataParallel, Bf16GradientReductionMovesHalfTheBytes) {
+  const int dp = world_size();
+  std::vector<double> bytes, norms;
+  for (const char* dtype : {"fp32", "bf16"}) {
+    auto overrides = kWorkload;
+    overrides.insert(overrides.end(), {fmt::format("mesh.dp={}", dp), "mesh.zero=1",
+                                       fmt::format("mesh.grad_reduce_dtype={}", dtype)});
+    const Config cfg = small_deck(1009, overrides);
+    ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
+    connect(mesh, cfg);
+    Trainer trainer(cfg, test_kernels(), &mesh);
+    const int64_t before = mesh.dp().counters().bytes_of(CommOp::AllReduce);
+    norms.push_back(trainer.train_step(1).grad_norm);
+    bytes.push_back(double(mesh.dp().counters().bytes_of(CommOp::AllReduce) - before));
+  }
+  // Every gradient element once, 4 bytes or 2; the group's other all-reduces (the loss and the norm's
+  // sums, a few doubles) are the same in both.
+  const double gradients = double(stored_elements_of_workload());
+  EXPECT_GE(bytes[0], 4.0 * gradients);
+  EXPECT_EQ(bytes[0] - bytes[1], 2.0 * gradients);
+  EXPECT_GT(std::fabs(norms[1] - norms[0]) / norms[0], 1e-6) << "the bf16 reduction changed nothing";
+}
+
 // The optimizer state a ZeRO rank holds, against bytes computed from the shapes and the partition
 // rule (docs: contiguous ranges of whole 64-element units, units split as evenly as integers allow,
 // rank r from unit floor(r * units / dp)): two fp32 moments per element of its range. Without ZeRO

@@ -189,6 +189,26 @@ TEST(MemoryModel, TridentBf16KeepsTheResidualStreamInFp32) {
   EXPECT_DOUBLE_EQ(layer_activation_bytes(a, Recompute::None), 24.0 * sbh + lse / 2);
 }
 
+// mesh.grad_reduce_dtype = "bf16" (zero 0 and 1): the reducer keeps the gradients' bf16 patterns beside
+// them, 2 bytes per parameter counted with the gradients; the layout search leaves out zero 2, which
+// the deck refuses with it.
+TEST(MemoryModel, Bf16GradientReductionKeepsTheGradientsPatterns) {
+  Config cfg = test::gpt2_small_calibration();
+  const ClusterSpec cluster = cluster_preset("cpu");
+  Layout l = layout_of(cfg);
+  l.dp = 2;
+  l.zero = 1;
+  const auto gradients = [&](const Config& c) {
+    return estimate_memory(c, cluster, l, place(cluster, l, c.mesh.order)).stages.at(0).states.gradients;
+  };
+  Config bf16 = cfg;
+  bf16.mesh.grad_reduce_dtype = Precision::BF16;
+  const double params = estimate_memory(cfg, cluster, l, place(cluster, l, cfg.mesh.order)).stages.at(0).params;
+  EXPECT_DOUBLE_EQ(gradients(bf16) - gradients(cfg), 2.0 * params);
+  bf16.mesh.dp = 2;
+  for (const auto& e : search(bf16, cluster, SearchPins{})) EXPECT_LT(e.layout.zero, 2) << describe(e.layout);
+}
+
 // In-flight micro-batches: GPipe holds m, 1F1B holds pp - stage (Narayanan et al. 2021), interleaved
 // stage 0 holds pp * (1 + (pp-1)/(v*pp)) micro-batch equivalents (Korthikanti Sec. 4.2.3):
 // pp 4, v 2: 4 * (1 + 3/8) = 5.5.
