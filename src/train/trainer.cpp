@@ -392,10 +392,12 @@ std::vector<StepMetrics> Trainer::run() {
                                     ? fmt::format("attention's products on bf16 operands too (head size {}); ", shapes_.HD)
                                     : "attention, ";
   if (t.precision == Precision::BF16)
-    log::info("precision: bf16 (train.precision): GEMM operands in bf16 with fp32 sums, {}the activations kept for "
-              "backward stored in bf16 except the residual stream; parameters, gradients, norms' statistics, loss and "
-              "optimizer in fp32",
-              attention);
+    log::info("precision: bf16 (train.precision): GEMM operands in bf16 with fp32 sums, attention's {}; the "
+              "activations kept for backward stored in bf16 except the residual stream; parameters, gradients, "
+              "norms' statistics, loss and optimizer in fp32",
+              attention_follows_bf16(gemm, shapes_.HD)
+                  ? fmt::format("products too (head size {})", shapes_.HD)
+                  : fmt::format("in fp32 (head size {}; bf16 attention is built for 64 and 128)", shapes_.HD));
   else if (gemm != MatmulPrecision::FP32)
     log::info("precision: fp32 with the linear layers' GEMM operands rounded to {} (train.matmul_precision), "
               "fp32 sums; {}norms, loss and optimizer in fp32",
