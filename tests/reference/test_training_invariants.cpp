@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <random>
 #include <string>
 #include <utility>
@@ -60,11 +61,13 @@ struct Result {
 
 // `micro_batches` calls of forward_backward on a model of B sequences; the inputs/targets of all
 // calls are consecutive in `tokens` ([micro_batches * B * T] each).
+// Under bf16 storage the GEMMs take bf16 operands, as the Trainer sets them; `matmul` otherwise.
 Result run_model(const GptShapes& s, ActivationPolicy policy, int64_t B, int64_t micro_batches,
                  const std::vector<float>& params, const std::vector<int32_t>& inputs,
-                 const std::vector<int32_t>& targets, float dloss_scale, ActivationBytes* bytes = nullptr) {
+                 const std::vector<int32_t>& targets, float dloss_scale, ActivationBytes* bytes = nullptr,
+                 MatmulPrecision matmul = MatmulPrecision::FP32) {
   auto k = make_kokkos_kernels();
-  if (policy.precision == Precision::BF16) k->set_matmul_precision(MatmulPrecision::BF16);  // as the Trainer does
+  k->set_matmul_precision(policy.precision == Precision::BF16 ? MatmulPrecision::BF16 : matmul);
   GptModel model(s, *k, policy, B);
   k->copy_to_device(model.params(), params.data(), int64_t(params.size()));
   k->fill(model.grads(), 0.f, model.layout().total());
@@ -76,6 +79,26 @@ Result run_model(const GptShapes& s, ActivationPolicy policy, int64_t B, int64_t
   k->copy_to_host(r.grads.data(), model.grads(), model.layout().total());
   if (bytes) *bytes = model.activation_bytes();
   return r;
+}
+
+// ||x|| over tensor t's elements of a whole gradient buffer.
+double tensor_l2(const ParamTensor& t, const std::vector<float>& x) {
+  double r2 = 0;
+  for (int64_t i = t.offset; i < t.offset + t.numel; ++i) r2 += double(x[size_t(i)]) * double(x[size_t(i)]);
+  return std::sqrt(r2);
+}
+
+// ||a - b|| / ||b|| over tensor t's elements of two whole gradient buffers (where b's are all zero: 0 if
+// a's are too, else infinity).
+double tensor_relative_l2(const ParamTensor& t, const std::vector<float>& a, const std::vector<float>& b) {
+  double d2 = 0;
+  for (int64_t i = t.offset; i < t.offset + t.numel; ++i) {
+    const double d = double(a[size_t(i)]) - double(b[size_t(i)]);
+    d2 += d * d;
+  }
+  const double norm = tensor_l2(t, b);
+  if (norm > 0) return std::sqrt(d2) / norm;
+  return d2 > 0 ? std::numeric_limits<double>::infinity() : 0.0;
 }
 
 TEST(TrainingInvariants, RecomputeModesGiveBitIdenticalLossesAndGradients) {
@@ -114,22 +137,11 @@ TEST(TrainingInvariants, Bf16StorageKeepsTheSavedActivationsInHalfTheBytes) {
   const auto inputs = random_tokens(N, s.V, 3);
   const auto targets = random_tokens(N, s.V, 4);
   const float scale = float(1.0 / double(N));
-  const auto run = [&](Precision precision, ActivationBytes* bytes) {
-    auto k = make_kokkos_kernels();
-    k->set_matmul_precision(MatmulPrecision::BF16);
-    GptModel model(s, *k, {Recompute::None, precision}, B);
-    k->copy_to_device(model.params(), params.data(), layout.total());
-    k->fill(model.grads(), 0.f, layout.total());
-    Result r;
-    r.loss_sum = model.forward_backward(inputs.data(), targets.data(), scale);
-    r.grads.resize(layout.total());
-    k->copy_to_host(r.grads.data(), model.grads(), layout.total());
-    *bytes = model.activation_bytes();
-    return r;
-  };
   ActivationBytes fp32_bytes, bf16_bytes;
-  const Result rounded_operands = run(Precision::FP32, &fp32_bytes);
-  const Result stored_bf16 = run(Precision::BF16, &bf16_bytes);
+  const Result rounded_operands = run_model(s, {Recompute::None, Precision::FP32}, B, 1, params, inputs, targets,
+                                            scale, &fp32_bytes, MatmulPrecision::BF16);
+  const Result stored_bf16 =
+      run_model(s, {Recompute::None, Precision::BF16}, B, 1, params, inputs, targets, scale, &bf16_bytes);
   const int64_t packed = N * (C + 3 * C + C + C + s.F + s.F);  // ln1, qkv, atty, ln2, fch, fchg
   const int64_t per_layer_fp32 = N * C + 4 * N + s.NH * N;         // x2; two means and rstds; lse
   const int64_t slot_rest = 4 * N * C * (L + 1) + 4 * N + 4 * N * C;  // residuals, tokens, dtop
@@ -141,14 +153,8 @@ TEST(TrainingInvariants, Bf16StorageKeepsTheSavedActivationsInHalfTheBytes) {
   EXPECT_GT(loss_change, 0.0) << "bf16 storage changed no bit of the loss";
   EXPECT_LT(loss_change, 1e-2);
   double change = 0;  // the largest ||g_bf16 - g|| / ||g|| over the tensors
-  for (const auto& t : layout.tensors()) {
-    double diff = 0, norm = 0;
-    for (int64_t i = t.offset; i < t.offset + t.numel; ++i) {
-      diff += std::pow(double(stored_bf16.grads[i]) - double(rounded_operands.grads[i]), 2);
-      norm += std::pow(double(rounded_operands.grads[i]), 2);
-    }
-    if (norm > 0) change = std::max(change, std::sqrt(diff / norm));
-  }
+  for (const auto& t : layout.tensors())
+    change = std::max(change, tensor_relative_l2(t, stored_bf16.grads, rounded_operands.grads));
   EXPECT_GT(change, 1e-4) << "bf16 storage barely changed the gradients";
   EXPECT_LT(change, 5e-2) << "bf16 storage changed the gradients far more than bf16's rounding";
 }
@@ -172,14 +178,7 @@ TEST(TrainingInvariants, LogitsInChunksOfRowsGiveTheWholeHeadsLossAndGradients) 
     const Result whole = run_model(s, Recompute::None, B, 2, params, inputs, targets, scale);
     const Result chunked = run_model(s, {Recompute::None, Precision::FP32, five_rows}, B, 2, params, inputs, targets, scale);
     EXPECT_NEAR(chunked.loss_sum, whole.loss_sum, 1e-6 * whole.loss_sum);
-    for (const auto& t : layout.tensors()) {
-      double diff = 0, norm = 0;
-      for (int64_t i = t.offset; i < t.offset + t.numel; ++i) {
-        diff += std::pow(double(chunked.grads[i]) - double(whole.grads[i]), 2);
-        norm += std::pow(double(whole.grads[i]), 2);
-      }
-      EXPECT_LE(std::sqrt(diff), 1e-6 * std::sqrt(norm)) << t.name;
-    }
+    for (const auto& t : layout.tensors()) EXPECT_LE(tensor_relative_l2(t, chunked.grads, whole.grads), 1e-6) << t.name;
   }
 }
 
@@ -200,14 +199,8 @@ TEST(TrainingInvariants, AccumulatingFourMicroBatchesOfOneMatchesOneOfFour) {
     EXPECT_LE(loss_err, 1e-6);
     double worst = 0;
     for (const auto& t : layout.tensors()) {
-      double d2 = 0, r2 = 0;
-      for (int64_t i = t.offset; i < t.offset + t.numel; ++i) {
-        const double d = double(four_of_one.grads[i]) - double(one_of_four.grads[i]);
-        d2 += d * d;
-        r2 += double(one_of_four.grads[i]) * double(one_of_four.grads[i]);
-      }
-      ASSERT_GT(r2, 0.0) << t.name;
-      const double err = std::sqrt(d2 / r2);
+      ASSERT_GT(tensor_l2(t, one_of_four.grads), 0.0) << t.name;
+      const double err = tensor_relative_l2(t, four_of_one.grads, one_of_four.grads);
       EXPECT_LE(err, 1e-6) << "gradient of " << t.name;
       worst = std::max(worst, err);
     }
