@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# #26's second acceptance run on the CPU: trident with bf16 GEMM operands (train.matmul_precision =
-# "bf16") against an independent PyTorch run under CPU bf16 autocast (tests/reference/gpt2_reference.py
+# #26's second acceptance run on the CPU: trident with train.precision = "bf16" (bf16 GEMM and attention
+# operands, kept activations stored in bf16; KEY=train.matmul_precision for bf16 GEMM operands alone)
+# against an independent PyTorch run under CPU bf16 autocast (tests/reference/gpt2_reference.py
 # `train --dtype float32 --autocast bf16`), both from the same initial weights (the reference's
 # make-weights, loaded by trident through model.init_from) on the same token stream (the Debian licence
 # texts through GPT-2's tokenizer, windows in order: the reference's sampler is data.order =
@@ -12,6 +13,7 @@
 # KEEP=DIR keeps both runs' losses and logs there.
 set -euo pipefail
 build=${1:-build}
+key=${KEY:-train.precision}
 steps=${2:-300}
 here=$(cd "$(dirname "$0")" && pwd)
 reference="$here/../../tests/reference/gpt2_reference.py"
@@ -33,7 +35,7 @@ OPENBLAS_NUM_THREADS=1 "$build/trident" train input/quickstart.toml --set model.
   --set train.beta1=0.9 --set train.beta2=0.95 --set train.eps=1e-8 --set train.grad_clip=1.0 \
   --set train.sample_every=0 --set data.val_every=0 --set data.order=sequential \
   --set data.path="${shards[0]}" --set data.val_path="" --set checkpoint.dir="" \
-  --set train.matmul_precision=bf16 --set runtime.log_every=50 --set runtime.metrics="$tmp/trident.jsonl" \
+  --set "$key"=bf16 --set runtime.log_every=50 --set runtime.metrics="$tmp/trident.jsonl" \
   >"$tmp/trident.log" 2>&1 &
 trident_pid=$!
 OMP_NUM_THREADS=1 /usr/bin/python3 "$reference" train --weights "$tmp/init.safetensors" --data "${shards[0]}" \

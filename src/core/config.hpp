@@ -72,7 +72,7 @@ struct MeshConfig {
   std::vector<int64_t> layers_per_stage;  // empty = balanced automatically
   double bucket_mb = 25.0;         // DP gradient-reduction bucket size
   bool overlap_grad_reduce = true; // start each bucket's DP reduction during backward
-  Precision grad_reduce_dtype = Precision::FP32;  // the element type of the DP gradient reduction (zero 0, 1)
+  Precision grad_reduce_dtype = Precision::FP32;  // the element type of the DP gradient reduction
 
   int64_t world_size() const { return int64_t(tp) * pp * dp; }
 };

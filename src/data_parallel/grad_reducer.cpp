@@ -32,13 +32,11 @@ GradientReducer::GradientReducer(Group& dp, Kernels& kernels, std::vector<GptMod
     if (opt_.zero < 2)
       for (int64_t end = total; end > c.deferred; end -= opt_.bucket_elements)
         c.buckets.push_back(Bucket{std::max(c.deferred, end - opt_.bucket_elements), end, false, {}});
+    if (opt_.bf16 && opt_.zero < 2) c.wire = k_.alloc_bf16(total);
     chunks_.push_back(std::move(c));
   }
-  TRIDENT_CHECK(!opt_.bf16 || opt_.zero < 2, "internal: a bf16 gradient reduction is built for zero 0 and 1");
-  if (opt_.bf16)
-    for (auto& c : chunks_) c.wire = k_.alloc_bf16(c.model->layout().total());
   if (opt_.zero >= 2) {
-    sharded_ = std::make_unique<ShardedGradients>(dp_, k_, chunks, bounds, deferred, !opt_.overlap);
+    sharded_ = std::make_unique<ShardedGradients>(dp_, k_, chunks, bounds, deferred, !opt_.overlap, opt_.bf16);
     if (opt_.zero == 3) sharded_params_ = std::make_unique<ShardedParameters>(dp_, k_, chunks, bounds);
     return;
   }

@@ -42,7 +42,7 @@ class GradientReducer {
     int64_t bucket_elements = 1 << 22;  // zero 0/1 buckets; every zero: deferred and broadcast pieces
     bool overlap = true;             // false: nothing starts before the micro-batch's backward ends
     int micro_batches = 1;           // per step (backward calls per chunk)
-    bool bf16 = false;               // zero 0/1: the all-reduces move bf16 (mesh.grad_reduce_dtype)
+    bool bf16 = false;               // the gradient reductions move bf16 (mesh.grad_reduce_dtype)
   };
   // Installs the gradient hooks on the chunks (removed again by the destructor).
   GradientReducer(Group& dp, Kernels& kernels, std::vector<GptModel*> chunks, std::vector<int64_t> deferred,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/bf16.hpp"
 #include "core/error.hpp"
 
 namespace trident {
@@ -21,8 +22,8 @@ class ShardedGradients::Sink : public GradientSink {
 
 ShardedGradients::ShardedGradients(Group& dp, Kernels& kernels, std::vector<GptModel*> chunks,
                                    std::vector<std::vector<int64_t>> bounds, std::vector<int64_t> deferred,
-                                   bool wait_at_close)
-    : dp_(dp), k_(kernels), wait_at_close_(wait_at_close) {
+                                   bool wait_at_close, bool bf16)
+    : dp_(dp), k_(kernels), wait_at_close_(wait_at_close), bf16_(bf16) {
   TRIDENT_CHECK(chunks.size() == bounds.size() && chunks.size() == deferred.size(),
                 "ShardedGradients: one range set and deferred size per chunk");
   chunks_.resize(chunks.size());
@@ -37,6 +38,7 @@ ShardedGradients::ShardedGradients(Group& dp, Kernels& kernels, std::vector<GptM
     c.deferred = deferred[i];
     c.partition = k_.alloc(std::max<int64_t>(c.mine1 - c.mine0, 1));
     if (c.deferred > 0) c.deferred_buffer = k_.alloc(c.deferred);
+    if (c.deferred > 0 && bf16_) c.deferred_wire = k_.alloc_bf16(c.deferred);
     c.sink = std::make_unique<Sink>(*this, int(i));
     c.model->set_gradient_sink(c.sink.get());
   }
@@ -47,15 +49,19 @@ ShardedGradients::~ShardedGradients() {
   for (auto& c : chunks_) {
     k_.free(c.partition);
     if (c.deferred_buffer) k_.free(c.deferred_buffer);
+    if (c.deferred_wire) k_.free(c.deferred_wire);
   }
-  for (auto& s : pool_) k_.free(s.data);
+  for (auto& s : pool_) {
+    k_.free(s.data);
+    if (s.wire) k_.free(s.wire);
+  }
 }
 
 int64_t ShardedGradients::bytes() const {
   int64_t n = 0;
   for (const auto& c : chunks_) n += (c.mine1 - c.mine0) + c.deferred;
   for (const auto& s : pool_) n += s.capacity;
-  return n * int64_t(sizeof(float));
+  return n * int64_t(sizeof(float) + (bf16_ ? sizeof(uint16_t) : 0));
 }
 
 void ShardedGradients::start_step() {
@@ -98,7 +104,7 @@ ShardedGradients::Staging* ShardedGradients::take_staging(int64_t n) {
     complete(in_flight_.front());
     in_flight_.pop_front();
   }
-  pool_.push_back(Staging{k_.alloc(n), n, true});
+  pool_.push_back(Staging{k_.alloc(n), bf16_ ? k_.alloc_bf16(n) : nullptr, n, true});
   return &pool_.back();
 }
 
@@ -109,10 +115,11 @@ void ShardedGradients::close(int c, int64_t begin, int64_t end) {
   TRIDENT_CHECK(it != chunk.open.end(), "internal: closing segment [{}, {}) that is not open", begin, end);
   Segment seg{c, begin, end, it->second, {}};
   chunk.open.erase(it);
-  reduced_bytes_ += (end - begin) * int64_t(sizeof(float));
+  reduced_bytes_ += (end - begin) * int64_t(bf16_ ? sizeof(uint16_t) : sizeof(float));
+  if (bf16_) k_.round_to_bf16(seg.staging->data, seg.staging->wire, end - begin);
   for (int r = 0; r < dp_.size(); ++r) {
     const int64_t first = std::max(begin, chunk.bounds[size_t(r)]), last = std::min(end, chunk.bounds[size_t(r) + 1]);
-    if (first < last) seg.requests.push_back(dp_.ireduce(seg.staging->data + (first - begin), last - first, r));
+    if (first < last) seg.requests.push_back(start_reduce(*seg.staging, first - begin, last - first, r));
   }
   in_flight_.push_back(std::move(seg));
   if (wait_at_close_) {
@@ -122,13 +129,22 @@ void ShardedGradients::close(int c, int64_t begin, int64_t end) {
   progress();
 }
 
+Request ShardedGradients::start_reduce(Staging& s, int64_t offset, int64_t n, int root) {
+  if (!bf16_) return dp_.ireduce(s.data + offset, n, root);
+  return dp_.ireduce(reinterpret_cast<Bf16*>(s.wire + offset), n, root);
+}
+
 void ShardedGradients::complete(Segment& s) {
   const auto t0 = std::chrono::steady_clock::now();
   dp_.wait_all(s.requests);
   exposed_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const Chunk& c = chunks_[size_t(s.chunk)];
   const int64_t first = std::max(s.begin, c.mine0), last = std::min(s.end, c.mine1);
-  if (first < last) k_.accumulate(c.partition + (first - c.mine0), s.staging->data + (first - s.begin), last - first);
+  if (first < last) {
+    float* sum = s.staging->data + (first - s.begin);
+    if (bf16_) k_.unpack_bf16(sum, s.staging->wire + (first - s.begin), last - first);
+    k_.accumulate(c.partition + (first - c.mine0), sum, last - first);
+  }
   s.staging->busy = false;
 }
 
@@ -153,12 +169,18 @@ void ShardedGradients::reduce_deferred(int64_t piece_elements) {
   for (auto& c : chunks_)
     for (int64_t begin = 0; begin < c.deferred; begin += piece_elements) {
       const int64_t n = std::min(piece_elements, c.deferred - begin);
-      pending.push_back(dp_.iall_reduce(c.deferred_buffer + begin, n));
-      reduced_bytes_ += n * int64_t(sizeof(float));
+      if (bf16_) {
+        k_.round_to_bf16(c.deferred_buffer + begin, c.deferred_wire + begin, n);
+        pending.push_back(dp_.iall_reduce(reinterpret_cast<Bf16*>(c.deferred_wire + begin), n));
+      } else {
+        pending.push_back(dp_.iall_reduce(c.deferred_buffer + begin, n));
+      }
+      reduced_bytes_ += n * int64_t(bf16_ ? sizeof(uint16_t) : sizeof(float));
     }
   dp_.wait_all(pending);
   exposed_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (auto& c : chunks_) {
+    if (bf16_ && c.deferred > 0) k_.unpack_bf16(c.deferred_buffer, c.deferred_wire, c.deferred);
     const int64_t last = std::min(c.deferred, c.mine1);
     if (c.mine0 < last) k_.copy(c.partition, c.deferred_buffer + c.mine0, last - c.mine0);
   }

@@ -18,6 +18,11 @@
 // written in place by backward, all-reduced over DP by reduce_deferred(), then copied into the
 // partition.
 //
+// With `bf16` (mesh.grad_reduce_dtype) a closed segment is rounded into its staging buffer's bf16
+// companion and that is reduced (half the bytes; the reduction's partial sums rounded to bf16 as NCCL's
+// are); the owner widens its part before adding it onto the fp32 partition. So each micro-batch's
+// contribution is rounded, and the running sum over micro-batches stays fp32.
+//
 // Host memory (the CPU backend); progress comes from MPI_Test calls at every open and close, since
 // MPICH progresses non-blocking collectives only inside MPI calls.
 #include <cstdint>
@@ -37,9 +42,10 @@ class ShardedGradients {
 
   // Installs itself as the gradient sink of every chunk (which frees the chunks' whole gradient
   // buffers). `bounds[c]` are chunk c's ZeRO ranges (dp + 1 boundaries). `wait_at_close`: each
-  // segment's reduction is waited for when it closes (mesh.overlap_grad_reduce = false).
+  // segment's reduction is waited for when it closes (mesh.overlap_grad_reduce = false). `bf16`: the
+  // reductions move bf16 (mesh.grad_reduce_dtype).
   ShardedGradients(Group& dp, Kernels& kernels, std::vector<GptModel*> chunks, std::vector<std::vector<int64_t>> bounds,
-                   std::vector<int64_t> deferred, bool wait_at_close);
+                   std::vector<int64_t> deferred, bool wait_at_close, bool bf16);
   ~ShardedGradients();
   ShardedGradients(const ShardedGradients&) = delete;
   ShardedGradients& operator=(const ShardedGradients&) = delete;
@@ -55,7 +61,8 @@ class ShardedGradients {
   float* partition(int c) { return chunks_[size_t(c)].partition; }
   // Chunk c's accumulation buffer of its deferred elements [0, deferred) (null when none).
   float* deferred(int c) { return chunks_[size_t(c)].deferred_buffer; }
-  // Bytes of gradient memory: partitions, deferred buffers and the staging pool as allocated so far.
+  // Bytes of gradient memory: partitions, deferred buffers and the staging pool as allocated so far
+  // (with bf16, their bf16 companions too).
   int64_t bytes() const;
 
   double exposed_s() const { return exposed_s_; }
@@ -65,6 +72,7 @@ class ShardedGradients {
  private:
   struct Staging {
     float* data = nullptr;
+    uint16_t* wire = nullptr;  // bf16: the rounded segment, reduced in place
     int64_t capacity = 0;
     bool busy = false;
   };
@@ -83,6 +91,7 @@ class ShardedGradients {
     int64_t deferred = 0;
     float* partition = nullptr;
     float* deferred_buffer = nullptr;
+    uint16_t* deferred_wire = nullptr;  // bf16: the deferred range's patterns, all-reduced in place
     std::vector<std::pair<int64_t, Staging*>> open;  // begin of each open segment, its staging
     std::unique_ptr<Sink> sink;
   };
@@ -92,10 +101,13 @@ class ShardedGradients {
   Staging* take_staging(int64_t n);
   void complete(Segment& s);
   void progress();
+  // Starts the reduction to `root` of staging elements [offset, offset + n): fp32 in place, or their bf16 patterns.
+  Request start_reduce(Staging& s, int64_t offset, int64_t n, int root);
 
   Group& dp_;
   Kernels& k_;
   bool wait_at_close_;
+  bool bf16_;
   std::vector<Chunk> chunks_;
   std::list<Staging> pool_;     // stable addresses
   std::list<Segment> in_flight_;  // oldest first

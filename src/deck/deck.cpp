@@ -323,11 +323,6 @@ class DeckReader {
       rule_error("checkpoint", "resume", "[checkpoint] resume = \"required\" needs [checkpoint] dir");
     // ZeRO-3 gathers each layer inside a chunk's forward and backward; with pipeline stages the
     // schedule interleaves chunks and micro-batches, which the gather order does not follow yet.
-    if (mesh.grad_reduce_dtype == Precision::BF16 && mesh.zero >= 2)
-      rule_error("mesh", "grad_reduce_dtype",
-                 fmt::format("[mesh] grad_reduce_dtype = \"bf16\" is built for zero 0 and 1, but [mesh] zero = {} "
-                             "reduces each gradient segment to its owner in fp32; use zero <= 1 or fp32",
-                             mesh.zero));
     if (mesh.zero == 3 && mesh.pp > 1)
       rule_error("mesh", "zero",
                  fmt::format("[mesh] zero = 3 is supported with pp = 1 only (tp and dp any), but [mesh] pp = {}; use "

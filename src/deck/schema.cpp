@@ -341,7 +341,8 @@ std::vector<KeySpec> build() {
                      {{"fp32", Precision::FP32}, {"bf16", Precision::BF16}},
                      "The element type of the data-parallel gradient all-reduce: bf16 sends half the bytes (each "
                      "rank's gradients rounded to bf16, every partial sum rounded to bf16 as NCCL's bf16 "
-                     "reduction does, the result widened into the fp32 gradients). zero 0 and 1 only."));
+                     "reduction does, the result widened into the fp32 gradients; under zero 2 and 3 each micro-batch's "
+                     "segments reduced to their owners so, and summed there in fp32)."));
   // [train]
   k.push_back(integer("train", "steps", &Config::train, &TrainConfig::steps, 0, int64_t(1) << 40,
                       "Optimizer steps to run (counted from 1; a resumed run continues up to this number)."));

@@ -280,9 +280,10 @@ MemoryEstimate estimate_memory(const Config& cfg, const ClusterSpec& cluster, co
     // reduced, and a tied embedding shared by two stages keeps its whole gradient for the cross-stage sum.
     if (l.dp > 1 && l.zero < 2) st.comm_buffers += std::min(2.0 * cfg.mesh.bucket_mb * kMiB, st.states.gradients);
     // A bf16 reduction (mesh.grad_reduce_dtype) keeps the gradients' bf16 patterns beside them (counted
-    // with the gradients, as `train` reports them).
-    if (l.dp > 1 && l.zero < 2 && cfg.mesh.grad_reduce_dtype == Precision::BF16) st.states.gradients += 2.0 * st.params;
-    if (l.dp > 1 && l.zero >= 2) st.comm_buffers += zero2_gradient_staging_bytes(m, l, s, e);
+    // with the gradients, as `train` reports them); under zero 2 and 3, beside each staging buffer.
+    const bool bf16_reduce = cfg.mesh.grad_reduce_dtype == Precision::BF16;
+    if (l.dp > 1 && l.zero < 2 && bf16_reduce) st.states.gradients += 2.0 * st.params;
+    if (l.dp > 1 && l.zero >= 2) st.comm_buffers += zero2_gradient_staging_bytes(m, l, s, bf16_reduce ? e + 2.0 : e);
     if (l.dp > 1 && l.zero >= 3) st.comm_buffers += zero3_parameter_gather_bytes(m, l, e);
     if (l.pp > 1) st.comm_buffers += 2.0 * e * sbh;
     if (l.sequence_parallel && l.tp > 1) st.comm_buffers += e * sbh;

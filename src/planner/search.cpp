@@ -100,11 +100,7 @@ std::vector<Layout> enumerate_layouts(const Config& cfg, const ClusterSpec& clus
               if (L % (pp * v) == 0) vs.push_back(v);
           }
           for (int64_t v : pinned_or(pins.virtual_stages, vs)) {
-            // (a bf16 gradient reduction is built for zero 0 and 1: mesh.grad_reduce_dtype)
-            const bool bf16_reduce = cfg.mesh.grad_reduce_dtype == Precision::BF16;
-            for (int64_t zero : pinned_or(pins.zero, dp == 1     ? std::vector<int64_t>{0}
-                                                     : bf16_reduce ? std::vector<int64_t>{0, 1}
-                                                                   : std::vector<int64_t>{0, 1, 2})) {
+            for (int64_t zero : pinned_or(pins.zero, dp == 1 ? std::vector<int64_t>{0} : std::vector<int64_t>{0, 1, 2})) {
               for (Recompute rc : pinned_or(pins.recompute, std::vector<Recompute>{Recompute::None, Recompute::Selective,
                                                                                    Recompute::Full})) {
                 for (bool sp : pinned_or(pins.sequence_parallel,

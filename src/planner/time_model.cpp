@@ -160,8 +160,8 @@ TimeBreakdown estimate_time(const Config& cfg, const ClusterSpec& cluster, const
 
   // After the pipeline flush. Stage i finishes its last backward about sum_{j<i} backward_j earlier than
   // stage 0 (the cool-down runs from the last stage to the first), which hides part of its DP work.
-  // mesh.grad_reduce_dtype = "bf16" (zero 0 and 1) all-reduces 2-byte gradients.
-  const bool bf16_reduce = cfg.mesh.grad_reduce_dtype == Precision::BF16 && l.zero < 2;
+  // mesh.grad_reduce_dtype = "bf16" reduces 2-byte gradients.
+  const bool bf16_reduce = cfg.mesh.grad_reduce_dtype == Precision::BF16;
   const double grad_bytes = bf16_reduce ? 2.0 : e, param_bytes = e;
   double tail = 0, slack = 0;
   bool have_tail = false;

@@ -226,9 +226,6 @@ std::vector<BadDeck> bad_decks() {
        "summing to [model] layers = 12"},
       {"SequenceParallelSeqLen", "[model]\nseq_len = 1023\n[mesh]\ntp = 2\nsequence_parallel = true\n", {}, 0,
        "deck.toml:5:21: [mesh] sequence_parallel needs [model] seq_len = 1023 divisible by tp = 2"},
-      {"Bf16ReductionWithZero2", "[mesh]\ndp = 2\nzero = 2\ngrad_reduce_dtype = \"bf16\"\n", {}, 2,
-       "deck.toml:4:21: [mesh] grad_reduce_dtype = \"bf16\" is built for zero 0 and 1, but [mesh] zero = 2 reduces "
-       "each gradient segment to its owner in fp32; use zero <= 1 or fp32"},
       {"Bf16WithTf32", "[train]\nprecision = \"bf16\"\nmatmul_precision = \"tf32\"\n", {}, 0,
        "deck.toml:3:20: [train] matmul_precision = \"tf32\" contradicts [train] precision = \"bf16\", whose GEMMs take "
        "bf16 operands; leave matmul_precision out"},

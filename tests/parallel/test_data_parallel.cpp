@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "common/test_support.hpp"
 #include "core/error.hpp"
@@ -185,55 +186,70 @@ int64_t stored_elements_of_workload() {
   return Vp * C + T * C + L * layer + 2 * C;
 }
 
-// mesh.grad_reduce_dtype = "bf16" (zero 0 and 1): each rank's gradients are rounded to bf16, and so is
+// mesh.grad_reduce_dtype = "bf16": each rank's gradients are rounded to bf16, and so is
 // every partial sum the reduction forms (as NCCL's bf16 all-reduce does), so each reduced element is a
 // few bf16 roundings (2^-9 relative each) from the exact sum: about 2^-9 / sqrt(3) ~ 1e-3 in a tensor's
 // relative L2 for the inputs' rounding, but each rank's part is rounded relative to itself, and the
 // ranks' parts largely cancel in the sum (a micro-batch's gradient is mostly noise), so against the sum
 // the error grows with the ranks. Measured (TRIDENT_TEST_REPORT_ERRORS=1), 2 / 4 / 8 ranks: loss and
 // norms 1.1e-4 / 3.4e-4 / 2.3e-4, step-1 gradients 2.9e-3 / 3.8e-3 / 4.0e-3, later gradients 5.6e-3 /
-// 7.1e-3 / 8.5e-3, parameters 1.1e-3 / 1.4e-3 / 1.4e-3. Bounds about 2.5-3x the largest. The layouts
-// also cover the tied embedding shared by two pipeline stages, whose reduction waits for the stages' sum
-// (reduce_deferred).
+// 7.1e-3 / 8.5e-3, parameters 1.1e-3 / 1.4e-3 / 1.4e-3. ZeRO 2 and 3 round each micro-batch's segment
+// before reducing it to its owner (the workload's 8 / dp micro-batches per rank, each rounded, their sum
+// kept in fp32), so more roundings: loss and norms 3.5e-4 / 5.1e-4 / 2.8e-4, step-1 gradients 2.8e-3 /
+// 4.1e-3 / 4.2e-3, later 9.8e-3 / 1.0e-2 / 6.9e-3, parameters 1.4e-3 / 2.5e-3 / 1.7e-3. Bounds about
+// 1.6-3x the largest. The layouts also cover the tied embedding shared by two
+// pipeline stages, whose reduction waits for the stages' sum (reduce_deferred), under zero 1 and 2.
 const Tolerance kBf16ReduceTolerance{/*loss=*/1e-3, /*gradient=*/1e-2, /*later_gradient=*/2.5e-2, /*parameter=*/4e-3f};
 
 TEST(DataParallel, Bf16GradientReductionMatchesSerial) {
   const int dp = world_size();
-  for (int zero : {0, 1}) {
+  for (int zero : {0, 1, 2, 3}) {
     SCOPED_TRACE(fmt::format("zero {}", zero));
     expect_layout_matches_serial({fmt::format("mesh.dp={}", dp), fmt::format("mesh.zero={}", zero),
                                   "mesh.bucket_mb=0.02", "mesh.grad_reduce_dtype=bf16"},
                                  kBf16ReduceTolerance);
   }
   if (dp == 4)
-    expect_layout_matches_serial({"mesh.pp=2", "mesh.dp=2", "mesh.zero=1", "mesh.grad_reduce_dtype=bf16"},
-                                 kBf16ReduceTolerance);
+    for (int zero : {1, 2}) {
+      SCOPED_TRACE(fmt::format("pp 2 x dp 2, zero {}", zero));
+      expect_layout_matches_serial({"mesh.pp=2", "mesh.dp=2", fmt::format("mesh.zero={}", zero),
+                                    "mesh.grad_reduce_dtype=bf16"},
+                                   kBf16ReduceTolerance);
+    }
 }
 
-// The bf16 reduction moves half the bytes of the fp32 one (the DP group's all-reduce counter), and its
-// step-1 gradients differ from the fp32 reduction's by more than fp32's DP tolerance, so the test above
-// would see a reduction that stayed fp32.
+// The bf16 reduction moves half the bytes of the fp32 one (the DP group's counters: zero 1's all-reduce
+// of every gradient element once per step, zero 2's reduces of every element at least once per
+// micro-batch: a tied embedding's gradient is written, and reduced, by the head and the embedding), and
+// its step-1 gradients differ from the fp32 reduction's by more than fp32's DP tolerance, so the test
+// above would see a reduction that stayed fp32.
 TEST(DataParallel, Bf16GradientReductionMovesHalfTheBytes) {
   const int dp = world_size();
-  std::vector<double> bytes, norms;
-  for (const char* dtype : {"fp32", "bf16"}) {
-    auto overrides = kWorkload;
-    overrides.insert(overrides.end(), {fmt::format("mesh.dp={}", dp), "mesh.zero=1",
-                                       fmt::format("mesh.grad_reduce_dtype={}", dtype)});
-    const Config cfg = small_deck(1009, overrides);
-    ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
-    connect(mesh, cfg);
-    Trainer trainer(cfg, test_kernels(), &mesh);
-    const int64_t before = mesh.dp().counters().bytes_of(CommOp::AllReduce);
-    norms.push_back(trainer.train_step(1).grad_norm);
-    bytes.push_back(double(mesh.dp().counters().bytes_of(CommOp::AllReduce) - before));
-  }
-  // Every gradient element once, 4 bytes or 2; the group's other all-reduces (the loss and the norm's
-  // sums, a few doubles) are the same in both.
   const double gradients = double(stored_elements_of_workload());
-  EXPECT_GE(bytes[0], 4.0 * gradients);
-  EXPECT_EQ(bytes[0] - bytes[1], 2.0 * gradients);
-  EXPECT_GT(std::fabs(norms[1] - norms[0]) / norms[0], 1e-6) << "the bf16 reduction changed nothing";
+  for (const auto& [zero, op, reductions] : {std::tuple{1, CommOp::AllReduce, 1}, std::tuple{2, CommOp::Reduce, 8 / dp}}) {
+    SCOPED_TRACE(fmt::format("zero {}", zero));
+    std::vector<double> bytes, norms;
+    for (const char* dtype : {"fp32", "bf16"}) {
+      auto overrides = kWorkload;
+      overrides.insert(overrides.end(), {fmt::format("mesh.dp={}", dp), fmt::format("mesh.zero={}", zero),
+                                         fmt::format("mesh.grad_reduce_dtype={}", dtype)});
+      const Config cfg = small_deck(1009, overrides);
+      ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
+      connect(mesh, cfg);
+      Trainer trainer(cfg, test_kernels(), &mesh);
+      const int64_t before = mesh.dp().counters().bytes_of(op);
+      norms.push_back(trainer.train_step(1).grad_norm);
+      bytes.push_back(double(mesh.dp().counters().bytes_of(op) - before));
+    }
+    // 4 bytes per element or 2. zero 1: every gradient element once; the group's other all-reduces (the
+    // loss and the norm's sums, a few doubles) are the same in both. zero 2: only gradient segments.
+    EXPECT_GE(bytes[0], 4.0 * gradients * reductions);
+    if (op == CommOp::AllReduce)
+      EXPECT_EQ(bytes[0] - bytes[1], 2.0 * gradients);
+    else
+      EXPECT_EQ(bytes[0], 2.0 * bytes[1]);
+    EXPECT_GT(std::fabs(norms[1] - norms[0]) / norms[0], 1e-6) << "the bf16 reduction changed nothing";
+  }
 }
 
 // The optimizer state a ZeRO rank holds, against bytes computed from the shapes and the partition
