@@ -156,27 +156,50 @@ class KokkosKernels final : public Kernels {
 
   // ---- matmul ----
   // Below fp32, each GEMM reads rounded copies of its operands (kk::round_operand) from the workspace;
-  // the bias and its gradient use the unrounded values.
+  // the bias and its gradient use the unrounded values. A wide GEMM (the LM head) runs in panels of
+  // output features (rounded_gemm_panel, core/matmul_precision.hpp), so the workspace holds one panel of
+  // the weight and of dout (or of forward's product) besides inp's copy, not the whole of them.
   void set_matmul_precision(MatmulPrecision precision) override { matmul_precision_ = precision; }
   void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N,
                       int64_t IC, int64_t OC) override {
     const int dropped = kk::dropped_mantissa_bits(matmul_precision_);
-    float* ws = dropped ? float_workspace(N * IC + OC * IC).data() : nullptr;
-    kk::matmul_forward(space_, kk::mat<ES>(out, N, OC), kk::cmat<ES>(operand(inp, N * IC, ws, dropped), N, IC),
-                       kk::cmat<ES>(operand(weight, OC * IC, ws + (ws ? N * IC : 0), dropped), OC, IC),
-                       kk::cvec<ES>(bias, bias ? OC : 0));
+    if (!dropped)
+      return kk::matmul_forward(space_, kk::mat<ES>(out, N, OC), kk::cmat<ES>(inp, N, IC), kk::cmat<ES>(weight, OC, IC),
+                                kk::cvec<ES>(bias, bias ? OC : 0));
+    const int64_t P = rounded_gemm_panel(N, IC, OC);
+    const bool whole = P == OC;
+    // The workspace: inp's copy, a panel of the weight's rows, (panels) the panel's product.
+    float* ws = float_workspace(N * IC + P * IC + (whole ? 0 : N * P)).data();
+    const float* r_inp = operand(inp, N * IC, ws, dropped);
+    float* product = whole ? out : ws + N * IC + P * IC;
+    for (int64_t o0 = 0; o0 < OC; o0 += P) {
+      const int64_t n = std::min(P, OC - o0);
+      kk::matmul_forward(space_, kk::mat<ES>(product, N, n), kk::cmat<ES>(r_inp, N, IC),
+                         kk::cmat<ES>(operand(weight + o0 * IC, n * IC, ws + N * IC, dropped), n, IC),
+                         kk::cvec<ES>(bias ? bias + o0 : nullptr, bias ? n : 0));
+      if (!whole) kk::put_columns(space_, kk::mat<ES>(out, N, OC), kk::cmat<ES>(product, N, n), o0);
+    }
   }
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                        const float* weight, int64_t N, int64_t IC, int64_t OC) override {
     if (dbias) matmul_backward_unrounded(nullptr, nullptr, dbias, dout, inp, weight, N, IC, OC);
     const int dropped = kk::dropped_mantissa_bits(matmul_precision_);
     if (!dropped) return matmul_backward_unrounded(dinp, dweight, nullptr, dout, inp, weight, N, IC, OC);
-    // The workspace: dout's copy, then weight's (for dinp), then inp's (for dweight).
-    float* ws = float_workspace(N * OC + (dinp ? OC * IC : 0) + (dweight ? N * IC : 0)).data();
-    const float* r_dout = operand(dout, N * OC, ws, dropped);
-    const float* r_weight = dinp ? operand(weight, OC * IC, ws + N * OC, dropped) : weight;
-    const float* r_inp = dweight ? operand(inp, N * IC, ws + N * OC + (dinp ? OC * IC : 0), dropped) : inp;
-    matmul_backward_unrounded(dinp, dweight, nullptr, r_dout, r_inp, r_weight, N, IC, OC);
+    const int64_t P = rounded_gemm_panel(N, IC, OC);
+    // The workspace: inp's copy (for dweight), a panel of dout's columns, a panel of the weight's rows (for dinp).
+    float* ws = float_workspace((dweight ? N * IC : 0) + N * P + (dinp ? P * IC : 0)).data();
+    const float* r_inp = dweight ? operand(inp, N * IC, ws, dropped) : inp;
+    float* dout_panel = ws + (dweight ? N * IC : 0);
+    for (int64_t o0 = 0; o0 < OC; o0 += P) {
+      const int64_t n = std::min(P, OC - o0);
+      if (P == OC)
+        operand(dout, N * OC, dout_panel, dropped);
+      else
+        kk::round_columns(space_, kk::mat<ES>(dout_panel, N, n), kk::cmat<ES>(dout, N, OC), o0, dropped);
+      const float* r_weight = dinp ? operand(weight + o0 * IC, n * IC, dout_panel + N * P, dropped) : weight;
+      matmul_backward_unrounded(dinp, dweight ? dweight + o0 * IC : nullptr, nullptr, dout_panel, r_inp, r_weight, N,
+                                IC, n);
+    }
   }
 
   // ---- attention ----

@@ -75,6 +75,20 @@ void round_operand(const ES& space, Vec<ES> dst, CVec<ES> src, int dropped) {
       KOKKOS_LAMBDA(int64_t i) { dst(i) = round_mantissa(src(i), dropped); });
 }
 
+// dst[N, n] = src[N, o0 : o0 + n] rounded as round_mantissa: a panel of columns made contiguous.
+template <class ES>
+void round_columns(const ES& space, Mat<ES> dst, CMat<ES> src, int64_t o0, int dropped) {
+  parallel_rows("trident::round_columns", space, dst.extent(0), dst.extent(1),
+                KOKKOS_LAMBDA(int64_t i, int64_t j) { dst(i, j) = round_mantissa(src(i, o0 + j), dropped); });
+}
+
+// dst[N, o0 : o0 + n] = src[N, n]: a panel's product put in its columns.
+template <class ES>
+void put_columns(const ES& space, Mat<ES> dst, CMat<ES> src, int64_t o0) {
+  parallel_rows("trident::put_columns", space, src.extent(0), src.extent(1),
+                KOKKOS_LAMBDA(int64_t i, int64_t j) { dst(i, o0 + j) = src(i, j); });
+}
+
 // out[N,OC] = inp[N,IC] weight[OC,IC]^T (+ bias[OC] when bias.data() != nullptr).
 template <class ES>
 void matmul_forward(const ES& space, Mat<ES> out, CMat<ES> inp, CMat<ES> weight, CVec<ES> bias) {

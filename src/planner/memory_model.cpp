@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/matmul_precision.hpp"
 #include "model/shapes.hpp"
 
 namespace trident::planner {
@@ -200,8 +201,12 @@ double gemm_operand_copy_bytes(const Config& cfg, const ClusterSpec& cluster, co
   const double N = double(l.micro_batch) * double(m.seq_len), C = double(m.hidden), t = l.tp;
   const double qkv = (C + 2.0 * double(m.head_dim() * m.kv())) / t, fc = double(ffn_hidden_of(m)) / t;
   const double up = m.mlp == Mlp::SwiGlu ? 2 * fc : fc;
-  // Backward of out[N, OC] = in[N, IC] W[OC, IC]^T rounds dY, W and X.
-  const auto gemm = [](double rows, double IC, double OC) { return rows * OC + OC * IC + rows * IC; };
+  // Backward of out[N, OC] = in[N, IC] W[OC, IC]^T rounds X, dY and W; the CPU backend takes dY's
+  // columns and W's rows a panel of output features at a time (rounded_gemm_panel).
+  const auto gemm = [cpu](double rows, double IC, double OC) {
+    const double panel = cpu ? double(rounded_gemm_panel(int64_t(rows), int64_t(IC), int64_t(OC))) : OC;
+    return rows * IC + panel * (rows + IC);
+  };
   double elements = std::max({gemm(N, C, qkv), gemm(N, C / t, C), gemm(N, C, up), gemm(N, fc, C)});
   const int64_t vocab_rows = padded_vocab(m, l.tp) / l.tp;  // the head runs logits_chunk_rows at a time
   const double head_rows = double(logits_chunk_rows(cfg.train.logits_chunk_bytes(), vocab_rows, int64_t(N)));

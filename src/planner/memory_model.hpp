@@ -155,7 +155,8 @@ double zero3_parameter_gather_bytes(const ModelConfig& m, const Layout& l, doubl
 // The rounded copies of one GEMM's operands that bf16 (or, on the CPU backend, TF32) GEMMs hold while they
 // run: the largest backward of a layer's GEMMs, or of the LM head on the last stage (`head`), rounding dY,
 // W and X. The CPU backend rounds fp32 copies into one workspace (a cluster without a bf16 peak, the cpu
-// preset); the CUDA backend makes bf16 copies, whose blocks its caching allocator keeps.
+// preset), dY and W a panel of output features at a time (rounded_gemm_panel); the CUDA backend makes
+// whole bf16 copies, whose blocks its caching allocator keeps.
 double gemm_operand_copy_bytes(const Config& cfg, const ClusterSpec& cluster, const Layout& l, bool head);
 
 MemoryEstimate estimate_memory(const Config& cfg, const ClusterSpec& cluster, const Layout& l,

@@ -134,6 +134,33 @@ TEST_P(MatmulPrecisionTest, ForwardAndBackwardMultiplyRoundedOperands) {
   }
 }
 
+// A GEMM as wide as an LM head's vocabulary: the Kokkos backend runs it in panels of output features
+// (rounded_gemm_panel: here 65536 and 4464 of 70000), putting forward's panels in their columns,
+// accumulating dinp over the panels and writing dweight's rows panel by panel. Each result equals the
+// double product of the rounded operands as the small case does (the panels change only the order of
+// dinp's fp32 sums, within the bound).
+TEST_P(MatmulPrecisionTest, WideGemmInPanelsMultipliesRoundedOperands) {
+  constexpr int64_t N = 24, IC = 40, OC = 70000;
+  ASSERT_LT(rounded_gemm_panel(N, IC, OC), OC) << "the case must be wide enough for panels";
+  const VecF x = random_vec(N * IC, 81), w = random_vec(OC * IC, 82), b = random_vec(OC, 83);
+  const VecF dout = random_vec(N * OC, 84), dx0 = random_vec(N * IC, 85), dw0 = random_vec(OC * IC, 86);
+  Buf X(*k, x), W(*k, w), Bb(*k, b), out(*k, N * OC), D(*k, dout), dX(*k, dx0), dW(*k, dw0);
+  k->set_matmul_precision(MatmulPrecision::BF16);
+  k->matmul_forward(out.get(), X.get(), W.get(), Bb.get(), N, IC, OC);
+  k->matmul_backward(dX.get(), dW.get(), nullptr, D.get(), X.get(), W.get(), N, IC, OC);
+  const int bits = significant_bits(MatmulPrecision::BF16);
+  const VecD xr = rounded(x, bits), wr = rounded(w, bits), dr = rounded(dout, bits);
+  VecD bias_rows(N * OC);
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t o = 0; o < OC; ++o) bias_rows[i * OC + o] = b[o];
+  const Product fwd = product_abt(xr, wr, bias_rows, N, OC, IC);
+  EXPECT_TRUE(within(out.host(), fwd.value, fwd.magnitude, bound_factor(IC, MatmulPrecision::BF16))) << "forward";
+  const Product dxp = product_abt(dr, transposed(wr, OC, IC), to_double(dx0), N, IC, OC);
+  EXPECT_TRUE(within(dX.host(), dxp.value, dxp.magnitude, bound_factor(OC, MatmulPrecision::BF16))) << "dinp";
+  const Product dwp = product_abt(transposed(dr, N, OC), transposed(xr, N, IC), to_double(dw0), OC, IC, N);
+  EXPECT_TRUE(within(dW.host(), dwp.value, dwp.magnitude, bound_factor(N, MatmulPrecision::BF16))) << "dweight";
+}
+
 // The rounding is not skipped: the results move away from the exact fp32 GEMM by far more than fp32
 // summation could (measured on the Kokkos backend: bf16 116x, TF32 18x the fp32 bound at the worst
 // element), and set_matmul_precision(FP32) brings back the exact GEMMs bit for bit.
