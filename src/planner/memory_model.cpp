@@ -270,13 +270,15 @@ MemoryEstimate estimate_memory(const Config& cfg, const ClusterSpec& cluster, co
       st.recompute_working += layer_activation_bytes(fp32_shape, Recompute::Selective) - 2 * 4.0 * sbh / sp_div;
     if (s == 0 && shape.dropout) st.edge_activations += st.in_flight * sbh / sp_div;  // embedding dropout mask
     if (s == l.pp - 1) {
-      // Final LayerNorm input, LM-head input (gathered over TP), fp32 logits of this rank's vocabulary
-      // shard (Korthikanti Sec. 4.3: 4sbh/t * (1 + v/h) with SP), per micro-batch alive on this stage;
-      // trident's logits exist for one chunk of rows at a time (train.logits_chunk_mib).
+      // Per micro-batch alive on this stage, the final LayerNorm's input and its gradient (a slot's top
+      // residual and dtop, model/gpt.cpp); once, as the model owns them and a micro-batch's head runs its
+      // forward and backward in one go: the LM-head input (gathered over TP) and the fp32 logits of this
+      // rank's vocabulary shard (Korthikanti Sec. 4.3: 4sbh/t * (1 + v/h) with SP) for one chunk of rows
+      // (train.logits_chunk_mib).
       const double last_in_flight = microbatches_in_flight(l.schedule, l.pp, l.pp - 1, mb, l.virtual_stages);
       const double logit_rows = double(logits_chunk_rows(cfg.train.logits_chunk_bytes(), int64_t(V) / l.tp,
                                                          int64_t(shape.seq * shape.micro_batch)));
-      st.edge_activations += last_in_flight * (e * sbh / sp_div + e * sbh + 4.0 * logit_rows * V / l.tp);
+      st.edge_activations += last_in_flight * 2.0 * e * sbh / sp_div + e * sbh + 4.0 * logit_rows * V / l.tp;
     }
     // Communication buffers: two DP buckets in flight (mesh.bucket_mb), PP receive buffers for an
     // activation and a gradient, the all-gathered input of a sequence-parallel GEMM. ZeRO-2 has no

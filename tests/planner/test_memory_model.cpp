@@ -216,6 +216,27 @@ TEST(MemoryModel, Bf16GradientReductionKeepsTheGradientsPatterns) {
   EXPECT_TRUE(zero2) << "the search left zero 2 out under a bf16 reduction";
 }
 
+// The last stage's LM head: each micro-batch alive keeps its final LayerNorm input and that input's
+// gradient (a slot's top residual and dtop, model/gpt.cpp), but the head's gathered input and its chunk
+// of logits are the model's own, one set whatever the schedule, since a micro-batch's head runs forward
+// and backward at once. GPipe with 8 micro-batches at pp 2 keeps 8 slots there, 1F1B one: the stages'
+// head activations differ by 7 x 2 x 4 bytes x s b h, not by 7 sets of logits (50257 x 64 x 2 x 4 bytes,
+// 26 MB each at this shape).
+TEST(MemoryModel, LastStageKeepsOneSetOfLogitsWhateverTheSchedule) {
+  Config cfg = test::gpt2_small_calibration();  // seq 64, micro-batch 2, hidden 768
+  cfg.mesh.pp = 2;
+  cfg.train.global_batch = 16;
+  const ClusterSpec cluster = cluster_preset("cpu");
+  const auto last_stage_edge = [&](Schedule schedule) {
+    Config c = cfg;
+    c.mesh.schedule = schedule;
+    const Layout l = layout_of(c);
+    return estimate_memory(c, cluster, l, place(cluster, l, c.mesh.order)).stages.at(1).edge_activations;
+  };
+  const double sbh = 64.0 * 2 * 768;
+  EXPECT_DOUBLE_EQ(last_stage_edge(Schedule::GPipe) - last_stage_edge(Schedule::OneFOneB), 7 * 2 * 4.0 * sbh);
+}
+
 // In-flight micro-batches: GPipe holds m, 1F1B holds pp - stage (Narayanan et al. 2021), interleaved
 // stage 0 holds pp * (1 + (pp-1)/(v*pp)) micro-batch equivalents (Korthikanti Sec. 4.2.3):
 // pp 4, v 2: 4 * (1 + 3/8) = 5.5.
