@@ -58,10 +58,10 @@ ShardedGradients::~ShardedGradients() {
 }
 
 int64_t ShardedGradients::bytes() const {
-  int64_t n = 0;
-  for (const auto& c : chunks_) n += (c.mine1 - c.mine0) + c.deferred;
-  for (const auto& s : pool_) n += s.capacity;
-  return n * int64_t(sizeof(float) + (bf16_ ? sizeof(uint16_t) : 0));
+  int64_t partitions = 0, wired = 0;  // (wired: with bf16, each has its bf16 companion)
+  for (const auto& c : chunks_) partitions += c.mine1 - c.mine0, wired += c.deferred;
+  for (const auto& s : pool_) wired += s.capacity;
+  return partitions * int64_t(sizeof(float)) + wired * int64_t(sizeof(float) + (bf16_ ? sizeof(uint16_t) : 0));
 }
 
 void ShardedGradients::start_step() {

@@ -257,6 +257,8 @@ TEST(DataParallel, Bf16GradientReductionMovesHalfTheBytes) {
 // rank r from unit floor(r * units / dp)): two fp32 moments per element of its range. Without ZeRO
 // every rank holds the moments of the whole model. Gradients are whole up to zero 1, parameters up to
 // zero 2; zero 2 and 3 start with their range only (staging and gather buffers come with the first step).
+// A bf16 gradient reduction adds its 2-byte patterns to the whole gradients of zero 0 and 1, and
+// nothing to the partitions of zero 2 and 3 (their staging buffers' companions come with the staging).
 TEST(DataParallel, ZeroOptimizerStateBytesFollowThePartitionRule) {
   const int dp = world_size(), r = world_rank();
   const int64_t total = stored_elements_of_workload();
@@ -266,6 +268,16 @@ TEST(DataParallel, ZeroOptimizerStateBytesFollowThePartitionRule) {
     auto overrides = kWorkload;
     overrides.push_back(fmt::format("mesh.dp={}", dp));
     overrides.push_back(fmt::format("mesh.zero={}", zero));
+    {
+      auto bf16 = overrides;
+      bf16.push_back("mesh.grad_reduce_dtype=bf16");
+      const Config cfg = small_deck(1009, bf16);
+      ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
+      connect(mesh, cfg);
+      Trainer trainer(cfg, test_kernels(), &mesh);
+      EXPECT_EQ(trainer.memory_account().gradients, zero >= 2 ? 4 * (end - begin) : 6 * total)
+          << "bf16 reduction, zero " << zero << ", rank " << r;
+    }
     const Config cfg = small_deck(1009, overrides);
     ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
     connect(mesh, cfg);
