@@ -93,6 +93,14 @@ class Kernels {
   virtual void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
                                 const float* weight, const float* rstd, int64_t N, int64_t C) = 0;
 
+  // ---- the residual add fused into the norm that reads the sum (llm.c's fused_residual_forward) ----
+  // x += residual, then out = the norm of x, exactly as accumulate(x, residual) followed by
+  // layernorm_forward / rmsnorm_forward (the same bits), in one pass fewer over x.
+  virtual void residual_layernorm_forward(float* x, const float* residual, float* out, float* mean, float* rstd,
+                                          const float* weight, const float* bias, int64_t N, int64_t C, float eps) = 0;
+  virtual void residual_rmsnorm_forward(float* x, const float* residual, float* out, float* rstd,
+                                        const float* weight, int64_t N, int64_t C, float eps) = 0;
+
   // ---- matmul with bias: out[N,OC] = inp[N,IC] weight[OC,IC]^T + bias[OC] (bias may be null) ----
   // The GEMMs' operand precision (core/matmul_precision.hpp; FP32 until set); the bias is added in fp32.
   // Attention's products follow BF16 where attention_follows_bf16 (below) says so, on both backends

@@ -150,6 +150,14 @@ class CudaKernels final : public Kernels {
                        float eps) override {
     cuda::rmsnorm_forward(stream(), out, rstd, inp, weight, N, C, eps);
   }
+  void residual_layernorm_forward(float* x, const float* residual, float* out, float* mean, float* rstd,
+                                  const float* weight, const float* bias, int64_t N, int64_t C, float eps) override {
+    cuda::residual_layernorm_forward(stream(), x, residual, out, mean, rstd, weight, bias, N, C, eps);
+  }
+  void residual_rmsnorm_forward(float* x, const float* residual, float* out, float* rstd, const float* weight,
+                                int64_t N, int64_t C, float eps) override {
+    cuda::residual_rmsnorm_forward(stream(), x, residual, out, rstd, weight, N, C, eps);
+  }
   void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
                         const float* rstd, int64_t N, int64_t C) override {
     cuda::rmsnorm_backward(stream(), alloc_, dinp, dweight, dout, inp, weight, rstd, N, C);

@@ -14,15 +14,25 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 
+// The row normalised: inp's, or with a residual (not null) the sum inp + residual, which the first pass
+// forms and writes to sum (sum may be inp: the add in place) and the later passes read back, each lane
+// its own columns (the fused residual add: no separate pass over the sum).
+__device__ const float* row_input(const float* inp, const float* residual, float* sum, int64_t row, int64_t C) {
+  return residual ? sum + row * C : inp + row * C;
+}
+
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
-    layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                             const float* bias, int64_t N, int64_t C, double eps) {
+    layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp, const float* residual, float* sum,
+                             const float* weight, const float* bias, int64_t N, int64_t C, double eps) {
   const int lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   if (row >= N) return;  // uniform per warp: the warp's shuffles below stay complete
-  const float* x = inp + row * C;
+  const float* x = row_input(inp, residual, sum, row, C);
   double s = 0.0;
-  for (int64_t c = lane; c < C; c += 32) s += x[c];
+  for (int64_t c = lane; c < C; c += 32) {
+    if (residual) sum[row * C + c] = inp[row * C + c] + residual[row * C + c];
+    s += x[c];
+  }
   const double m = warp_sum(s) / double(C);
   double v = 0.0;
   for (int64_t c = lane; c < C; c += 32) {
@@ -88,14 +98,17 @@ struct LayerNormParamTerms {
 // ---- RMSNorm ----
 // rstd = 1 / sqrt(mean(inp^2) + eps) in double; out = float(inp * rstd) * weight.
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
-    rmsnorm_forward_kernel(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int64_t C,
-                           double eps) {
+    rmsnorm_forward_kernel(float* out, float* rstd, const float* inp, const float* residual, float* sum,
+                           const float* weight, int64_t N, int64_t C, double eps) {
   const int lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   if (row >= N) return;  // uniform per warp
-  const float* x = inp + row * C;
+  const float* x = row_input(inp, residual, sum, row, C);
   double ss = 0.0;
-  for (int64_t c = lane; c < C; c += 32) ss += double(x[c]) * double(x[c]);
+  for (int64_t c = lane; c < C; c += 32) {
+    if (residual) sum[row * C + c] = inp[row * C + c] + residual[row * C + c];
+    ss += double(x[c]) * double(x[c]);
+  }
   const double rs = 1.0 / sqrt(warp_sum(ss) / double(C) + eps);
   float* y = out + row * C;
   for (int64_t c = lane; c < C; c += 32) y[c] = float(double(x[c]) * rs) * weight[c];
@@ -141,7 +154,16 @@ void layernorm_forward(cudaStream_t stream, float* out, float* mean, float* rstd
   if (N <= 0 || C <= 0) return;
   const unsigned blocks = unsigned(ceil_div(N, kWarpsPerBlock));
   TRIDENT_CUDA_CHECK(launch(layernorm_forward_kernel, blocks, kWarpsPerBlock * 32, 0, stream,
-      out, mean, rstd, inp, weight, bias, N, C, double(eps)));
+      out, mean, rstd, inp, static_cast<const float*>(nullptr), static_cast<float*>(nullptr), weight, bias, N, C,
+      double(eps)));
+}
+
+void residual_layernorm_forward(cudaStream_t stream, float* x, const float* residual, float* out, float* mean,
+                                float* rstd, const float* weight, const float* bias, int64_t N, int64_t C, float eps) {
+  if (N <= 0 || C <= 0) return;
+  const unsigned blocks = unsigned(ceil_div(N, kWarpsPerBlock));
+  TRIDENT_CUDA_CHECK(launch(layernorm_forward_kernel, blocks, kWarpsPerBlock * 32, 0, stream,
+      out, mean, rstd, static_cast<const float*>(x), residual, x, weight, bias, N, C, double(eps)));
 }
 
 void layernorm_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dinp, float* dweight, float* dbias,
@@ -164,7 +186,15 @@ void rmsnorm_forward(cudaStream_t stream, float* out, float* rstd, const float* 
   if (N <= 0 || C <= 0) return;
   const unsigned blocks = unsigned(ceil_div(N, kWarpsPerBlock));
   TRIDENT_CUDA_CHECK(launch(rmsnorm_forward_kernel, blocks, kWarpsPerBlock * 32, 0, stream,
-      out, rstd, inp, weight, N, C, double(eps)));
+      out, rstd, inp, static_cast<const float*>(nullptr), static_cast<float*>(nullptr), weight, N, C, double(eps)));
+}
+
+void residual_rmsnorm_forward(cudaStream_t stream, float* x, const float* residual, float* out, float* rstd,
+                              const float* weight, int64_t N, int64_t C, float eps) {
+  if (N <= 0 || C <= 0) return;
+  const unsigned blocks = unsigned(ceil_div(N, kWarpsPerBlock));
+  TRIDENT_CUDA_CHECK(launch(rmsnorm_forward_kernel, blocks, kWarpsPerBlock * 32, 0, stream,
+      out, rstd, static_cast<const float*>(x), residual, x, weight, N, C, double(eps)));
 }
 
 void rmsnorm_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dinp, float* dweight, const float* dout,

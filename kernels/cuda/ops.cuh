@@ -43,6 +43,11 @@ void layernorm_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dinp
                         const float* rstd, int64_t N, int64_t C);
 void rmsnorm_forward(cudaStream_t stream, float* out, float* rstd, const float* inp, const float* weight, int64_t N,
                      int64_t C, float eps);
+// x += residual, then the norm of x (one pass fewer over the sum; Kernels::residual_layernorm_forward).
+void residual_layernorm_forward(cudaStream_t stream, float* x, const float* residual, float* out, float* mean,
+                                float* rstd, const float* weight, const float* bias, int64_t N, int64_t C, float eps);
+void residual_rmsnorm_forward(cudaStream_t stream, float* x, const float* residual, float* out, float* rstd,
+                              const float* weight, int64_t N, int64_t C, float eps);
 void rmsnorm_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dinp, float* dweight, const float* dout,
                       const float* inp, const float* weight, const float* rstd, int64_t N, int64_t C);
 

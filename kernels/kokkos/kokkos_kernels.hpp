@@ -124,7 +124,13 @@ class KokkosKernels final : public Kernels {
   void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                          const float* bias, int64_t N, int64_t C, float eps) override {
     kk::layernorm_forward(space_, kk::mat<ES>(out, N, C), kk::vec<ES>(mean, N), kk::vec<ES>(rstd, N),
-                          kk::cmat<ES>(inp, N, C), kk::cvec<ES>(weight, C), kk::cvec<ES>(bias, C), eps);
+                          kk::cmat<ES>(inp, N, C), kk::CMat<ES>(), kk::cvec<ES>(weight, C), kk::cvec<ES>(bias, C), eps);
+  }
+  void residual_layernorm_forward(float* x, const float* residual, float* out, float* mean, float* rstd,
+                                  const float* weight, const float* bias, int64_t N, int64_t C, float eps) override {
+    kk::layernorm_forward(space_, kk::mat<ES>(out, N, C), kk::vec<ES>(mean, N), kk::vec<ES>(rstd, N),
+                          kk::mat<ES>(x, N, C), kk::cmat<ES>(residual, N, C), kk::cvec<ES>(weight, C),
+                          kk::cvec<ES>(bias, C), eps);
   }
   void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                           const float* weight, const float* mean, const float* rstd, int64_t N,
@@ -138,7 +144,12 @@ class KokkosKernels final : public Kernels {
   void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int64_t C,
                        float eps) override {
     kk::rmsnorm_forward(space_, kk::mat<ES>(out, N, C), kk::vec<ES>(rstd, N), kk::cmat<ES>(inp, N, C),
-                        kk::cvec<ES>(weight, C), eps);
+                        kk::CMat<ES>(), kk::cvec<ES>(weight, C), eps);
+  }
+  void residual_rmsnorm_forward(float* x, const float* residual, float* out, float* rstd, const float* weight,
+                                int64_t N, int64_t C, float eps) override {
+    kk::rmsnorm_forward(space_, kk::mat<ES>(out, N, C), kk::vec<ES>(rstd, N), kk::mat<ES>(x, N, C),
+                        kk::cmat<ES>(residual, N, C), kk::cvec<ES>(weight, C), eps);
   }
   void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
                         const float* rstd, int64_t N, int64_t C) override {

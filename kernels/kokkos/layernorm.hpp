@@ -4,20 +4,28 @@
 // Row statistics are computed in double (LayerNorm: two passes, mean then the centred variance, so a
 // large common offset does not cancel catastrophically; RMSNorm: the mean of squares); mean and rstd
 // are saved as float for backward. eps enters the double statistics as double(eps).
+#include <type_traits>
+
 #include "kokkos/common.hpp"
 
 namespace trident::kk {
 
-// One row per work item.
-template <class ES>
-void layernorm_forward(const ES& space, Mat<ES> out, Vec<ES> mean, Vec<ES> rstd, CMat<ES> inp,
+// One row per work item. With a writable `inp` (Mat) the residual add is fused in: inp += residual
+// in the pass that sums the row, so the sum is written back and normalised without another pass over
+// it (the residual stream's x + attn then ln_2); with a CMat, inp is only read and residual unused.
+template <class ES, class InpView>
+void layernorm_forward(const ES& space, Mat<ES> out, Vec<ES> mean, Vec<ES> rstd, InpView inp, CMat<ES> residual,
                        CVec<ES> weight, CVec<ES> bias, float eps) {
+  constexpr bool kAddResidual = !std::is_const<typename InpView::value_type>::value;
   const int64_t N = inp.extent(0), C = inp.extent(1);
   const double eps_d = eps;
   Kokkos::parallel_for(
       "trident::layernorm_forward", Range<ES>(space, 0, N), KOKKOS_LAMBDA(int64_t i) {
         double m = 0.0;
-        for (int64_t c = 0; c < C; ++c) m += inp(i, c);
+        for (int64_t c = 0; c < C; ++c) {
+          if constexpr (kAddResidual) inp(i, c) += residual(i, c);
+          m += inp(i, c);
+        }
         m /= double(C);
         double var = 0.0;
         for (int64_t c = 0; c < C; ++c) {
@@ -74,14 +82,20 @@ void layernorm_backward(const ES& space, Mat<ES> dinp, Vec<ES> dweight, Vec<ES> 
 
 // RMSNorm, one row per work item: rstd = 1 / sqrt(mean(inp^2) + eps) in double;
 // out = float(inp * rstd) * weight (the normalised value rounded once, as LayerNorm does).
-template <class ES>
-void rmsnorm_forward(const ES& space, Mat<ES> out, Vec<ES> rstd, CMat<ES> inp, CVec<ES> weight, float eps) {
+// The residual add fused in as layernorm_forward's (a writable `inp`).
+template <class ES, class InpView>
+void rmsnorm_forward(const ES& space, Mat<ES> out, Vec<ES> rstd, InpView inp, CMat<ES> residual, CVec<ES> weight,
+                     float eps) {
+  constexpr bool kAddResidual = !std::is_const<typename InpView::value_type>::value;
   const int64_t N = inp.extent(0), C = inp.extent(1);
   const double eps_d = eps;
   Kokkos::parallel_for(
       "trident::rmsnorm_forward", Range<ES>(space, 0, N), KOKKOS_LAMBDA(int64_t i) {
         double ss = 0.0;
-        for (int64_t c = 0; c < C; ++c) ss += double(inp(i, c)) * double(inp(i, c));
+        for (int64_t c = 0; c < C; ++c) {
+          if constexpr (kAddResidual) inp(i, c) += residual(i, c);
+          ss += double(inp(i, c)) * double(inp(i, c));
+        }
         const double rs = 1.0 / kmath::sqrt(ss / double(C) + eps_d);
         for (int64_t c = 0; c < C; ++c) out(i, c) = float(double(inp(i, c)) * rs) * weight(c);
         rstd(i) = float(rs);

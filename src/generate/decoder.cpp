@@ -138,8 +138,10 @@ void Decoder::layer(int64_t l, int64_t n) {
   k_.attention_forward_rows(atty_, cache, batch_, max_len_, NHl_, KVHl_, s_.HD, length_, n);
   k_.matmul_forward(branch_, atty_, weight(p.attn_proj_w), bias_here ? weight(p.attn_proj_b) : nullptr, R, Cl_, C);
   reduce(branch_, R * C);
-  k_.accumulate(x_, branch_, R * C);
-  norm(x_, R, p.ln2_w, p.ln2_b);
+  if (s_.rmsnorm)  // x += attn, then norm2(x), fused
+    k_.residual_rmsnorm_forward(x_, branch_, ln_, rstd_, weight(p.ln2_w), R, C, s_.norm_eps);
+  else
+    k_.residual_layernorm_forward(x_, branch_, ln_, mean_, rstd_, weight(p.ln2_w), weight(p.ln2_b), R, C, s_.norm_eps);
   k_.matmul_forward(fch_, ln_, weight(p.fc_w), weight(p.fc_b), R, C, fc);
   if (s_.swiglu) {
     k_.swiglu_forward(fchg_, fch_, R, Fl_);

@@ -224,6 +224,16 @@ void GptModel::norm_forward(float* out, float* mean, float* rstd, const float* x
   }
 }
 
+void GptModel::residual_norm_forward(float* out, float* mean, float* rstd, float* x, const float* residual,
+                                     int64_t weight, int64_t bias) {
+  if (shapes_.rmsnorm) {
+    k_.residual_rmsnorm_forward(x, residual, out, rstd, param(weight), Nl_, shapes_.C, shapes_.norm_eps);
+  } else {
+    k_.residual_layernorm_forward(x, residual, out, mean, rstd, param(weight), optional_param(bias), Nl_, shapes_.C,
+                                  shapes_.norm_eps);
+  }
+}
+
 void GptModel::norm_backward(float* dx, int64_t weight, int64_t bias, const float* dout, const float* x,
                              const float* mean, const float* rstd) {
   if (shapes_.rmsnorm) {
@@ -251,8 +261,7 @@ void GptModel::layer_forward(Slot& sl, int64_t l, const LayerActs& a) {
   k_.matmul_forward(partial_for(a.x2), a.atty, param(p.attn_proj_w), bias_here ? optional_param(p.attn_proj_b) : nullptr,
                     N, Cl_, C);
   from_partial(partial_for(a.x2), a.x2, C);
-  k_.accumulate(a.x2, x, Nl * C);  // x2 = x + attn
-  norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, p.ln2_w, p.ln2_b);
+  residual_norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, x, p.ln2_w, p.ln2_b);  // x2 = x + attn, ln_2 of it
   keep(a.ln2, pk, &PackedActs::ln2, Nl * C);
   k_.matmul_forward(a.fch, to_full(a.ln2, C), param(p.fc_w), optional_param(p.fc_b), N, C, FCl_);
   keep(a.fch, pk, &PackedActs::fch, N * FCl_);

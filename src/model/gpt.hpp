@@ -246,6 +246,9 @@ class GptModel {
   void layer_backward(Slot& s, int64_t l, const LayerActs& a);
   // LayerNorm or RMSNorm of this rank's rows (weight, bias: flat offsets; bias -1 for none).
   void norm_forward(float* out, float* mean, float* rstd, const float* x, int64_t weight, int64_t bias);
+  // x += residual, then norm_forward of x, fused (Kernels::residual_layernorm_forward).
+  void residual_norm_forward(float* out, float* mean, float* rstd, float* x, const float* residual, int64_t weight,
+                             int64_t bias);
   void norm_backward(float* dx, int64_t weight, int64_t bias, const float* dout, const float* x, const float* mean,
                      const float* rstd);
   void sum_over_replicas(const ParamTensor& t, float* g, int64_t n);

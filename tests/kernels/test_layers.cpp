@@ -169,6 +169,37 @@ TEST_P(LayersTest, LayerNormForwardMatchesReference) {
   EXPECT_TRUE(close(rstd.host(), rs, 0, 1e-6));
 }
 
+// The residual add fused into the norm: x keeps x + residual, bit for bit the host's fp32 sum, and the
+// norm's outputs and statistics are the bits of accumulate() followed by the unfused norm (LayerNorm
+// and RMSNorm), and LayerNorm's equal the double reference of that sum.
+TEST_P(LayersTest, ResidualNormForwardIsTheAddThenTheNorm) {
+  LayerNormCase c;
+  const int64_t N = c.N, C = c.C;
+  VecF sum(c.x.size());
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] = c.x[i] + c.R[i];
+  Buf W(*k, c.w), Bb(*k, c.b), R(*k, c.R);
+  for (bool rms : {false, true}) {
+    SCOPED_TRACE(rms ? "RMSNorm" : "LayerNorm");
+    Buf X1(*k, c.x), X2(*k, c.x), out1(*k, N * C), out2(*k, N * C), mean1(*k, N), mean2(*k, N), rstd1(*k, N),
+        rstd2(*k, N);
+    k->accumulate(X1.get(), R.get(), N * C);
+    if (rms) {
+      k->rmsnorm_forward(out1.get(), rstd1.get(), X1.get(), W.get(), N, C, 1e-5f);
+      k->residual_rmsnorm_forward(X2.get(), R.get(), out2.get(), rstd2.get(), W.get(), N, C, 1e-5f);
+    } else {
+      k->layernorm_forward(out1.get(), mean1.get(), rstd1.get(), X1.get(), W.get(), Bb.get(), N, C, 1e-5f);
+      k->residual_layernorm_forward(X2.get(), R.get(), out2.get(), mean2.get(), rstd2.get(), W.get(), Bb.get(), N, C,
+                                    1e-5f);
+      EXPECT_TRUE(same_bits(mean2.host(), mean1.host()));
+      const VecD ref = ref_layernorm(to_double(sum), to_double(c.w), to_double(c.b), N, C, nullptr, nullptr);
+      EXPECT_TRUE(close(out2.host(), ref, 1e-6, 1e-6));
+    }
+    EXPECT_TRUE(same_bits(X2.host(), sum));
+    EXPECT_TRUE(same_bits(out2.host(), out1.host()));
+    EXPECT_TRUE(same_bits(rstd2.host(), rstd1.host()));
+  }
+}
+
 TEST_P(LayersTest, LayerNormLargeOffsetStaysAccurate) {
   // x = 1000 + u, |u| <= 1, C = 768: a single-pass float E[x^2] - E[x]^2 would lose every digit of
   // the variance (~1/3 against rounding of ~1e6 * 6e-8 * sqrt(768)); double two-pass keeps ~1e-6.
