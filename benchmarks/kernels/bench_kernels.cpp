@@ -195,6 +195,32 @@ void BM_layernorm_backward(benchmark::State& s) {
 }
 BENCHMARK(BM_layernorm_backward)->Unit(benchmark::kMicrosecond);
 
+// The residual add and the LayerNorm that reads the sum: unfused (accumulate, then layernorm_forward)
+// against fused (residual_layernorm_forward, the same bits). Each iteration starts x from the same
+// values (a copy, timed in both) so the sums stay bounded.
+void BM_residual_then_layernorm(benchmark::State& s) {
+  Buf x0(N * C), x(N * C, 0, 0), r(N * C), w(C), b(C), out(N * C, 0, 0), mean(N, 0, 0), rstd(N, 0, 0);
+  for (auto _ : s) {
+    K->copy(x.get(), x0.get(), N * C);
+    K->accumulate(x.get(), r.get(), N * C);
+    K->layernorm_forward(out.get(), mean.get(), rstd.get(), x.get(), w.get(), b.get(), N, C, 1e-5f);
+    K->fence();
+  }
+  bytes(s, 7.0 * N * C * 4);  // copy 2; add: read x, r, write x; norm: read x, write out
+}
+BENCHMARK(BM_residual_then_layernorm)->Unit(benchmark::kMicrosecond);
+
+void BM_residual_layernorm_fused(benchmark::State& s) {
+  Buf x0(N * C), x(N * C, 0, 0), r(N * C), w(C), b(C), out(N * C, 0, 0), mean(N, 0, 0), rstd(N, 0, 0);
+  for (auto _ : s) {
+    K->copy(x.get(), x0.get(), N * C);
+    K->residual_layernorm_forward(x.get(), r.get(), out.get(), mean.get(), rstd.get(), w.get(), b.get(), N, C, 1e-5f);
+    K->fence();
+  }
+  bytes(s, 6.0 * N * C * 4);  // copy 2; read x, r, write x and out
+}
+BENCHMARK(BM_residual_layernorm_fused)->Unit(benchmark::kMicrosecond);
+
 // ---- RMSNorm (Llama) ----
 void BM_rmsnorm_forward(benchmark::State& s) {
   Buf x(N * C), w(C), out(N * C, 0, 0), rstd(N, 0, 0);

@@ -174,6 +174,14 @@ class TimedKernels : public trident::Kernels {
                         int64_t N, int64_t C) override {
     T("rmsnorm_backward", [&] { k_.rmsnorm_backward(di, dw, d, i, w, r, N, C); });
   }
+  void residual_layernorm_forward(float* x, const float* res, float* o, float* m, float* r, const float* w,
+                                  const float* b, int64_t N, int64_t C, float eps) override {
+    T("residual_layernorm_forward", [&] { k_.residual_layernorm_forward(x, res, o, m, r, w, b, N, C, eps); });
+  }
+  void residual_rmsnorm_forward(float* x, const float* res, float* o, float* r, const float* w, int64_t N, int64_t C,
+                                float eps) override {
+    T("residual_rmsnorm_forward", [&] { k_.residual_rmsnorm_forward(x, res, o, r, w, N, C, eps); });
+  }
   void set_matmul_precision(trident::MatmulPrecision p) override { k_.set_matmul_precision(p); }
   void matmul_forward(float* o, const float* i, const float* w, const float* b, int64_t N, int64_t IC,
                       int64_t OC) override {
