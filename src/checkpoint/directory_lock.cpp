@@ -14,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -212,13 +213,20 @@ void DirectoryLock::check_still_held() const {
     throw Error(fmt::format("{} was removed while this run held it: another run may be writing this checkpoint "
                             "directory; stopping before writing a checkpoint over its files",
                             path_));
-  const std::string now = read_fd(fd_);
-  if (now != content_) {
-    const auto owner = parse(now);
-    throw Error(fmt::format("{} now names {}: another run took over this checkpoint directory; stopping before "
-                            "writing a checkpoint over its files",
-                            path_, owner ? owner->describe() : "something else"));
+  std::string now = read_fd(fd_);
+  if (now == content_) return;
+  // Another run may be writing the file this moment (a lock is rewritten in place): what it read may be
+  // empty or cut short, so give the write up to a second to land before naming the new holder.
+  auto owner = parse(now);
+  for (int tries = 0; tries < 20 && !owner && now != content_; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    now = read_fd(fd_);
+    owner = parse(now);
   }
+  if (now == content_) return;
+  throw Error(fmt::format("{} now names {}: another run took over this checkpoint directory; stopping before "
+                          "writing a checkpoint over its files",
+                          path_, owner ? owner->describe() : "something else"));
 }
 
 void DirectoryLock::heartbeat() {

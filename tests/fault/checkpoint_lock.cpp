@@ -14,7 +14,9 @@
 
 #include <sys/wait.h>
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -174,6 +176,25 @@ TEST_F(CheckpointLock, RunWhoseLockWasTakenStopsBeforeItsNextWrite) {
   EXPECT_EQ(*status, 2) << job.output();
   EXPECT_THAT(job.output(), HasSubstr("trident.lock now names Slurm job 978 (restart 0), pid 4242 on another-node"));
   EXPECT_THAT(job.output(), HasSubstr("another run took over this checkpoint directory; stopping before writing"));
+}
+
+// The other run's lock caught mid-write (a lock is rewritten in place: emptied, then written): the run
+// stops all the same, and waits for the write to land so that its message names the new holder. Here the
+// file stays empty for 300 ms, while the run checks the lock every 5 steps (a few ms); without the wait
+// it would report "something else" (seen once in CI on the test above).
+TEST_F(CheckpointLock, LockCaughtMidWriteIsNamedOnceWritten) {
+  const std::string metrics = dir_ + "/m.jsonl";
+  BackgroundJob job(train_command(1, "--set train.steps=100000 --set checkpoint.every_steps=5 --set runtime.metrics=" +
+                                         metrics),
+                    dir_ + "/out.txt");
+  ASSERT_TRUE(wait_until([&] { return count_lines(metrics) >= 2 || job.wait_for(0); }, 90)) << job.output();
+  write_file(ckpt_ + "/trident.lock", "");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  write_lock("another-node", 4242, "979", 0);
+  const auto status = job.wait_for(90);
+  ASSERT_TRUE(status) << job.output();
+  EXPECT_EQ(*status, 2) << job.output();
+  EXPECT_THAT(job.output(), HasSubstr("trident.lock now names Slurm job 979 (restart 0), pid 4242 on another-node"));
 }
 
 // A restarted Slurm job (SLURM_RESTART_COUNT > 0) that finds no checkpoint refuses to start over from
