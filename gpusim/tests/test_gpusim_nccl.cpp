@@ -375,9 +375,9 @@ TYPED_TEST(GpuSimNcclTyped, AllGatherAndReduceScatter) {
 }
 
 // bfloat16 (trident's mesh.grad_reduce_dtype = "bf16"): every reduction combines two elements in fp32 and
-// rounds the result to bf16. Rank r holds r + 1 + (j mod 5) at position j: sums, products (every partial
-// product of up to 4 ranks has at most 8 significant bits), maxima and minima stay exact in bf16 (the
-// average where n is 1, 2 or 4).
+// rounds the result to bf16, for ncclAllReduce and ncclReduce. Rank r holds r + 1 + (j mod 5) at
+// position j: sums, products (every partial product of up to 4 ranks has at most 8 significant bits),
+// maxima and minima stay exact in bf16 (the average where n is 1, 2 or 4).
 TEST(GpuSimNccl, Bfloat16ReductionsRoundEachResultToBfloat16) {
   const ncclComm_t comm = world_comm();
   const Stream s;
@@ -431,6 +431,20 @@ TEST(GpuSimNccl, Bfloat16ReductionsRoundEachResultToBfloat16) {
     EXPECT_EQ(std::fmod(v, 2.0f), 0.0f) << v << " is not on bf16's grid";
     EXPECT_GE(v, 256.0f);
     EXPECT_LE(v, 256.0f + 2.0f * float(n));
+  }
+  // ncclReduce (trident's ZeRO 2 and 3 reduce each gradient segment to its owner): the last rank's buffer
+  // receives the bf16 sum, in place; the others' stay as they were.
+  const int root = n - 1;
+  std::vector<uint16_t> host(count);
+  for (size_t j = 0; j < count; ++j) host[j] = bits_of(mine(me, j));
+  Buffer<uint16_t> owned(host);
+  ASSERT_EQ(ncclReduce(owned.p, owned.p, count, ncclBfloat16, ncclSum, root, comm, s.s), ncclSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s.s), cudaSuccess);
+  const std::vector<uint16_t> reduced = owned.read();
+  for (size_t j = 0; j < count; ++j) {
+    float want = 0;
+    for (int r = 0; r < n; ++r) want += mine(r, j);
+    EXPECT_EQ(value_of(reduced[j]), me == root ? want : mine(me, j)) << "reduce at " << j;
   }
   EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
 }

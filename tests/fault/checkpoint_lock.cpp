@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -77,6 +78,17 @@ class CheckpointLock : public ::testing::Test {
                fmt::format(R"({{"job":"{}","restart":{},"host":"{}","pid":{},"start_ticks":1,"since_utc":"2026-11-26T00:00:00Z"}})"
                            "\n",
                            job, restart, host, pid));
+  }
+
+  // Starts a long run checkpointing every 5 steps and returns once it has logged two steps (so it holds
+  // the lock and writes checkpoints); call through ASSERT_NO_FATAL_FAILURE.
+  void start_checkpointing_run(std::unique_ptr<BackgroundJob>* job) const {
+    const std::string metrics = dir_ + "/m.jsonl";
+    *job = std::make_unique<BackgroundJob>(
+        train_command(1, "--set train.steps=100000 --set checkpoint.every_steps=5 --set runtime.metrics=" + metrics),
+        dir_ + "/out.txt");
+    BackgroundJob& j = **job;
+    ASSERT_TRUE(wait_until([&] { return count_lines(metrics) >= 2 || j.wait_for(0); }, 90)) << j.output();
   }
 
   std::string dir_, ckpt_;
@@ -164,11 +176,9 @@ TEST_F(CheckpointLock, RestartOfTheSameSlurmJobTakesOverAtOnce) {
 }
 
 TEST_F(CheckpointLock, RunWhoseLockWasTakenStopsBeforeItsNextWrite) {
-  const std::string metrics = dir_ + "/m.jsonl";
-  BackgroundJob job(train_command(1, "--set train.steps=100000 --set checkpoint.every_steps=5 --set runtime.metrics=" +
-                                         metrics),
-                    dir_ + "/out.txt");
-  ASSERT_TRUE(wait_until([&] { return count_lines(metrics) >= 2 || job.wait_for(0); }, 90)) << job.output();
+  std::unique_ptr<BackgroundJob> run;
+  ASSERT_NO_FATAL_FAILURE(start_checkpointing_run(&run));
+  BackgroundJob& job = *run;
   // What a second job that slipped past the lock (no coherent flock across nodes) would leave.
   write_lock("another-node", 4242, "978", 0);
   const auto status = job.wait_for(90);
@@ -183,11 +193,9 @@ TEST_F(CheckpointLock, RunWhoseLockWasTakenStopsBeforeItsNextWrite) {
 // file stays empty for 300 ms, while the run checks the lock every 5 steps (a few ms); without the wait
 // it would report "something else" (seen once in CI on the test above).
 TEST_F(CheckpointLock, LockCaughtMidWriteIsNamedOnceWritten) {
-  const std::string metrics = dir_ + "/m.jsonl";
-  BackgroundJob job(train_command(1, "--set train.steps=100000 --set checkpoint.every_steps=5 --set runtime.metrics=" +
-                                         metrics),
-                    dir_ + "/out.txt");
-  ASSERT_TRUE(wait_until([&] { return count_lines(metrics) >= 2 || job.wait_for(0); }, 90)) << job.output();
+  std::unique_ptr<BackgroundJob> run;
+  ASSERT_NO_FATAL_FAILURE(start_checkpointing_run(&run));
+  BackgroundJob& job = *run;
   write_file(ckpt_ + "/trident.lock", "");
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   write_lock("another-node", 4242, "979", 0);
