@@ -58,11 +58,18 @@ std::vector<pid_t> descendants(pid_t root) {
 
 }  // namespace
 
-BackgroundJob::BackgroundJob(const std::string& command, std::string output_path)
+BackgroundJob::BackgroundJob(const std::string& command, std::string output_path, int pending_signal)
     : output_path_(std::move(output_path)) {
   pid_ = fork();
   if (pid_ == 0) {
     setpgid(0, 0);
+    if (pending_signal != 0) {  // the mask and pending signals survive execve
+      sigset_t set;
+      sigemptyset(&set);
+      sigaddset(&set, pending_signal);
+      sigprocmask(SIG_BLOCK, &set, nullptr);
+      raise(pending_signal);
+    }
     const std::string full = command + " > '" + output_path_ + "' 2>&1";
     execl("/bin/sh", "sh", "-c", full.c_str(), static_cast<char*>(nullptr));
     _exit(127);
@@ -108,7 +115,9 @@ pid_t BackgroundJob::rank_pid(int rank, const std::string& name) const {
 }
 
 pid_t BackgroundJob::process_named(const std::string& name) const {
-  for (pid_t p : descendants(pid_)) {
+  std::vector<pid_t> candidates{pid_};  // the job's own process, once its command `exec`s
+  for (pid_t p : descendants(pid_)) candidates.push_back(p);
+  for (pid_t p : candidates) {
     pid_t ppid = 0;
     std::string comm;
     if (read_stat(p, &ppid, &comm) && comm == name) return p;

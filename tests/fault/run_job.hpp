@@ -12,8 +12,11 @@ namespace trident::test {
 
 class BackgroundJob {
  public:
-  // Runs `sh -c "command"` with stdout and stderr going to output_path.
-  BackgroundJob(const std::string& command, std::string output_path);
+  // Runs `sh -c "command"` with stdout and stderr going to output_path. With `pending_signal`, the
+  // job starts with that signal blocked and already pending: a command that `exec`s its program
+  // (`exec env ... trident ...`, one process throughout) hands it over, so the program receives it
+  // the moment it unblocks it, however fast it starts (no race with polling for its process).
+  BackgroundJob(const std::string& command, std::string output_path, int pending_signal = 0);
   ~BackgroundJob();  // kills whatever is left of the job (continuing stopped processes first)
   BackgroundJob(const BackgroundJob&) = delete;
   BackgroundJob& operator=(const BackgroundJob&) = delete;
@@ -24,7 +27,8 @@ class BackgroundJob {
   // The process of MPI rank `rank` (PMI_RANK in its environment) among the job's descendants named
   // `name`; -1 when there is none (yet).
   pid_t rank_pid(int rank, const std::string& name = "trident") const;
-  // The first of the job's descendants named `name` (a job without mpiexec); -1 when there is none.
+  // The job's process or the first of its descendants named `name` (a job without mpiexec); -1 when
+  // there is none.
   pid_t process_named(const std::string& name = "trident") const;
 
  private:

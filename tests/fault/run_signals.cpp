@@ -106,43 +106,51 @@ TEST(Signals, SigtermDuringABlockedStartUpEndsWithinSeconds) {
   std::printf("stop request to exit during a blocked start-up: %.2f s\n", seconds);
 }
 
-// Starts a 3-step run and sends SIGUSR1 as soon as the process catches it (from the start of main,
-// before MPI_Init). With `until_first_step`, it goes on sending one every 5 ms until step 1 is written:
-// through MPI_Init and the whole start-up, where MPICH's own SIGUSR1 handler once took the signal and
-// made the one-process run hang.
-std::string run_with_early_usr1(const std::string& dir, const std::string& args, int expected_status,
-                                bool until_first_step = false) {
-  const std::string metrics = dir + "/m.jsonl";
-  write_file(dir + "/deck.toml", small_deck(1, 1, 1, "metrics = \"" + metrics + "\""));
-  BackgroundJob job(without_parent_mpi_env() + " OPENBLAS_NUM_THREADS=1 " + trident_binary() + " train " + dir +
-                        "/deck.toml --set train.steps=3 " + args,
-                    dir + "/out.txt");
-  pid_t pid = -1;
-  wait_until(
-      [&] {
-        pid = job.process_named();
-        return (pid > 0 && catches_signal(pid, SIGUSR1)) || job.wait_for(0);
-      },
-      20);
-  EXPECT_GT(pid, 0) << job.output();
-  if (pid > 0) kill(pid, SIGUSR1);
-  int sent = 1;
-  while (until_first_step && pid > 0 && count_lines(metrics) < 1 && !job.wait_for(0) && sent < 6000) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    kill(pid, SIGUSR1);
-    ++sent;
-  }
+// Waits for the job; its exit status must be `expected_status`. Returns its output.
+std::string finish_usr1_run(BackgroundJob& job, int expected_status, const std::string& what) {
   const auto status = job.wait_for(120);
   const std::string out = job.output();
   EXPECT_TRUE(status && *status == expected_status)
-      << "expected exit status " << expected_status << " (" << sent << " SIGUSR1 sent):\n" << out;
+      << "expected exit status " << expected_status << " (" << what << "):\n" << out;
   return out;
+}
+
+// The command of a 3-step one-rank run of the small deck with `args`.
+std::string usr1_run_command(const std::string& dir, const std::string& args) {
+  write_file(dir + "/deck.toml", small_deck(1, 1, 1, "metrics = \"" + dir + "/m.jsonl\""));
+  return without_parent_mpi_env() + " OPENBLAS_NUM_THREADS=1 " + trident_binary() + " train " + dir +
+         "/deck.toml --set train.steps=3 " + args;
+}
+
+// SIGUSR1 already pending when trident starts (blocked, so it waits for trident's own handler): it
+// arrives during start-up, before step 1, however fast the start-up is. (Sending it once the process
+// was seen to catch it raced a start-up shorter than the 50 ms poll: CI saw it land by step 2.)
+std::string run_with_usr1_pending_at_start(const std::string& dir, const std::string& args, int expected_status) {
+  BackgroundJob job("exec " + usr1_run_command(dir, args), dir + "/out.txt", SIGUSR1);
+  return finish_usr1_run(job, expected_status, "SIGUSR1 pending at start");
+}
+
+// SIGUSR1 pending at start as above, then one every 5 ms until step 1 is written: through MPI_Init
+// and the whole start-up, where MPICH's own SIGUSR1 handler once took the signal and made the
+// one-process run hang. (Which of them lands inside MPI_Init depends on timing; the pending one makes
+// sure at least one arrives before step 1.)
+std::string run_with_usr1_through_start_up(const std::string& dir, const std::string& args, int expected_status) {
+  BackgroundJob job("exec " + usr1_run_command(dir, args), dir + "/out.txt", SIGUSR1);
+  int sent = 1;  // the pending one
+  pid_t pid = -1;
+  for (int polls = 0; count_lines(dir + "/m.jsonl") < 1 && !job.wait_for(0) && polls < 6000; ++polls) {
+    if (pid <= 0) pid = job.process_named();
+    if (pid > 0 && kill(pid, SIGUSR1) == 0) ++sent;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::printf("SIGUSR1 sent %d times before step 1\n", sent);
+  return finish_usr1_run(job, expected_status, std::to_string(sent) + " SIGUSR1 sent");
 }
 
 // runtime.on_signal = "checkpoint-exit" (the default): a checkpoint after step 1, then exit 75.
 TEST(Signals, Usr1DuringStartUpCheckpointsAfterTheFirstStepAndExits75) {
   const std::string dir = make_temp_dir("trident-usr1");
-  const std::string out = run_with_early_usr1(dir, "--set checkpoint.dir=" + dir + "/ckpt", 75);
+  const std::string out = run_with_usr1_pending_at_start(dir, "--set checkpoint.dir=" + dir + "/ckpt", 75);
   EXPECT_NE(out.find("SIGUSR1 received by step 1: a checkpoint follows step 1, then the run stops (exit status 75)"),
             std::string::npos)
       << out;
@@ -155,14 +163,14 @@ TEST(Signals, Usr1DuringStartUpCheckpointsAfterTheFirstStepAndExits75) {
 TEST(Signals, Usr1WithCheckpointContinueGoesOn) {
   const std::string dir = make_temp_dir("trident-usr1");
   const std::string out =
-      run_with_early_usr1(dir, "--set checkpoint.dir=" + dir + "/ckpt --set runtime.on_signal=checkpoint-continue", 0);
+      run_with_usr1_pending_at_start(dir, "--set checkpoint.dir=" + dir + "/ckpt --set runtime.on_signal=checkpoint-continue", 0);
   EXPECT_NE(out.find("checkpoint: step 1 (requested)"), std::string::npos) << out;
   EXPECT_NE(out.find("checkpoint: step 3 (end of training)"), std::string::npos) << out;
 }
 
 TEST(Signals, Usr1ThroughStartUpWithoutCheckpointDirIsLogged) {
   const std::string dir = make_temp_dir("trident-usr1");
-  const std::string out = run_with_early_usr1(dir, "", 0, /*until_first_step=*/true);
+  const std::string out = run_with_usr1_through_start_up(dir, "", 0);
   EXPECT_NE(out.find("no checkpoint is written because [checkpoint] dir is empty"), std::string::npos) << out;
 }
 
