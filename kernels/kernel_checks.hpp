@@ -1,6 +1,7 @@
 #pragma once
 // Preconditions of the Kernels interface that every backend checks the same way, with the same
-// message (trident::Error): the head counts of grouped-query attention and RoPE's row range.
+// message (trident::Error): the head counts of grouped-query attention, RoPE's row range and AdamW's
+// segment table.
 #include <cstdint>
 
 #include "core/error.hpp"
@@ -23,6 +24,16 @@ inline void check_rope(const char* op, int64_t T, int64_t NH, int64_t KVH, int64
   TRIDENT_CHECK(HD >= 2 && HD % 2 == 0, "{}: head size {} is odd (RoPE rotates pairs of dimensions)", op, HD);
   TRIDENT_CHECK(attention_rows_valid(T, t_begin, t_count), "{}: rows [{}, {}) outside [0, {})", op, t_begin,
                 t_begin + t_count, T);
+}
+
+// AdamW's segments start at 0 and at increasing elements below n (n > 0), or there are none (n 0).
+inline void check_adamw_segments(const std::vector<AdamWSegment>& segments, int64_t n) {
+  TRIDENT_CHECK(n == 0 || (!segments.empty() && segments.front().begin == 0),
+                "adamw_update: {} elements need segments starting at element 0", n);
+  for (size_t s = 1; s < segments.size(); ++s)
+    TRIDENT_CHECK(segments[s - 1].begin < segments[s].begin && segments[s].begin < n,
+                  "adamw_update: segment {} begins at {}, after {} and before the {} elements' end expected", s,
+                  segments[s].begin, segments[s - 1].begin, n);
 }
 
 }  // namespace trident

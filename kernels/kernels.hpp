@@ -27,6 +27,18 @@
 
 namespace trident {
 
+// A run of AdamW's elements that share one weight decay, from `begin` to the next segment's begin.
+struct AdamWSegment {
+  int64_t begin = 0;
+  float weight_decay = 0;
+};
+
+// AdamW's values for one update; step counts from 1 (bias correction).
+struct AdamWStep {
+  float lr = 0, beta1 = 0, beta2 = 0, eps = 0;
+  int64_t step = 1;
+};
+
 class Kernels {
  public:
   virtual ~Kernels() = default;
@@ -65,6 +77,9 @@ class Kernels {
   virtual void round_to_bf16(float* x, uint16_t* packed, int64_t n) = 0;
   // out = the values of the bf16 patterns: exactly the x that round_to_bf16 left.
   virtual void unpack_bf16(float* out, const uint16_t* packed, int64_t n) = 0;
+  // packed = the bf16 patterns of x rounded as round_to_bf16 rounds it; x is left as it is (bf16
+  // communication buffers of fp32 values: gradients, fp32 master weights).
+  virtual void pack_bf16(const float* x, uint16_t* packed, int64_t n) = 0;
 
   // ---- embeddings ----
   // out[i,:] = wte[tokens[i] - vocab_begin, :] when vocab_begin <= tokens[i] < vocab_begin+vocab_count,
@@ -187,11 +202,15 @@ class Kernels {
                               const float* target_logit, const int32_t* targets, int64_t vocab_begin,
                               float dloss_scale, int64_t N, int64_t stride, int64_t vocab_count) = 0;
 
-  // ---- AdamW, exactly as torch.optim.AdamW ----
-  // p *= 1 - lr*weight_decay; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
-  // p -= lr * (m / (1-b1^step)) / (sqrt(v / (1-b2^step)) + eps).  step counts from 1.
-  virtual void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n, float lr,
-                            float beta1, float beta2, float eps, float weight_decay, int64_t step) = 0;
+  // ---- AdamW, exactly as torch.optim.AdamW, over many tensors in one pass ----
+  // Element i of [0, n) belongs to the last segment s with segments[s].begin <= i (the first begins
+  // at 0; a segment is a tensor, or adjacent tensors with the same weight decay). step counts from 1:
+  // p *= 1 - lr*segments[s].weight_decay; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+  // p -= lr * (m / (1-b1^step)) / (sqrt(v / (1-b2^step)) + eps).
+  // working (null: none) receives the updated p rounded to bf16: p is then the fp32 master of a bf16
+  // working copy (train.precision = "bf16"), written in the same pass.
+  virtual void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n,
+                            const std::vector<AdamWSegment>& segments, const AdamWStep& hyper, float* working) = 0;
 
   // ---- the device ----
   // Achievable dense TFLOP/s of one rank's device for MFU when runtime.peak_tflops is 0: the CPU's

@@ -369,7 +369,7 @@ void BM_adamw_update(benchmark::State& s) {
   Buf p(n), g(n), m(n, 0, 0), v(n, 0, 0);
   int64_t step = 0;
   for (auto _ : s) {
-    K->adamw_update(p.get(), g.get(), m.get(), v.get(), n, 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++step);
+    K->adamw_update(p.get(), g.get(), m.get(), v.get(), n, {{0, 0.1f}}, {6e-4f, 0.9f, 0.95f, 1e-8f, ++step}, nullptr);
     K->fence();
   }
   bytes(s, 7.0 * n * 4);  // read p, g, m, v; write p, m, v

@@ -119,6 +119,7 @@ class TimedKernels : public trident::Kernels {
   double* alloc_double(int64_t n) override { return k_.alloc_double(n); }
   uint16_t* alloc_bf16(int64_t n) override { return k_.alloc_bf16(n); }
   void round_to_bf16(float* x, uint16_t* p, int64_t n) override { T("bf16 storage", [&] { k_.round_to_bf16(x, p, n); }); }
+  void pack_bf16(const float* x, uint16_t* p, int64_t n) override { T("bf16 storage", [&] { k_.pack_bf16(x, p, n); }); }
   void unpack_bf16(float* o, const uint16_t* p, int64_t n) override {
     T("bf16 storage", [&] { k_.unpack_bf16(o, p, n); });
   }
@@ -234,9 +235,9 @@ class TimedKernels : public trident::Kernels {
                       int64_t vb, float sc, int64_t N, int64_t s, int64_t vc) override {
     T("xent_loss_grad", [&] { k_.xent_loss_grad(lo, l, rm, se, tl, t, vb, sc, N, s, vc); });
   }
-  void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float b1, float b2, float eps,
-                    float wd, int64_t step) override {
-    T("adamw_update", [&] { k_.adamw_update(p, g, m, v, n, lr, b1, b2, eps, wd, step); });
+  void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const std::vector<trident::AdamWSegment>& s,
+                    const trident::AdamWStep& h, float* working) override {
+    T("adamw_update", [&] { k_.adamw_update(p, g, m, v, n, s, h, working); });
   }
 
  private:

@@ -113,6 +113,7 @@ class CudaKernels final : public Kernels {
 
   // ---- bf16 storage ----
   void round_to_bf16(float* x, uint16_t* packed, int64_t n) override { cuda::round_to_bf16(stream(), x, packed, n); }
+  void pack_bf16(const float* x, uint16_t* packed, int64_t n) override { cuda::pack_bf16(stream(), x, packed, n); }
   void unpack_bf16(float* out, const uint16_t* packed, int64_t n) override {
     cuda::unpack_bf16(stream(), out, packed, n);
   }
@@ -241,9 +242,10 @@ class CudaKernels final : public Kernels {
   }
 
   // ---- AdamW ----
-  void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n, float lr, float beta1,
-                    float beta2, float eps, float weight_decay, int64_t step) override {
-    cuda::adamw_update(stream(), param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, step);
+  void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n,
+                    const std::vector<AdamWSegment>& segments, const AdamWStep& hyper, float* working) override {
+    check_adamw_segments(segments, n);
+    cuda::adamw_update(stream(), param, grad, m, v, n, segments, hyper, working);
   }
 
   // ---- the device ----

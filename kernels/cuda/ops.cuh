@@ -6,6 +6,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <vector>
+
+#include "kernels.hpp"
 
 namespace trident::cuda {
 
@@ -24,6 +27,7 @@ void sum_into(cudaStream_t stream, double* acc, const float* x, int64_t n, bool 
 // ---- bf16_storage.cu ----
 void round_to_bf16(cudaStream_t stream, float* x, uint16_t* packed, int64_t n);
 void unpack_bf16(cudaStream_t stream, float* out, const uint16_t* packed, int64_t n);
+void pack_bf16(cudaStream_t stream, const float* x, uint16_t* packed, int64_t n);
 
 // ---- embedding.cu ----
 void embedding_forward(cudaStream_t stream, float* out, const int32_t* tokens, const float* wte,
@@ -99,7 +103,7 @@ void xent_loss_grad(cudaStream_t stream, float* losses, float* logits, const flo
                     int64_t N, int64_t stride, int64_t vocab_count);
 
 // ---- adamw.cu ----
-void adamw_update(cudaStream_t stream, float* param, const float* grad, float* m, float* v, int64_t n, float lr,
-                  float beta1, float beta2, float eps, float weight_decay, int64_t step);
+void adamw_update(cudaStream_t stream, float* param, const float* grad, float* m, float* v, int64_t n,
+                  const std::vector<AdamWSegment>& segments, const AdamWStep& hyper, float* working);
 
 }  // namespace trident::cuda

@@ -24,6 +24,18 @@ void round_to_bf16(const ES& space, Vec<ES> x, Vec<ES, uint16_t> packed) {
       });
 }
 
+// packed = the patterns of x rounded to bf16; x unchanged.
+template <class ES>
+void pack_bf16(const ES& space, CVec<ES> x, Vec<ES, uint16_t> packed) {
+  Kokkos::parallel_for(
+      "trident::pack_bf16", Range<ES>(space, 0, x.extent(0)), KOKKOS_LAMBDA(int64_t i) {
+        const float r = round_mantissa(x(i), 16);
+        uint32_t u;
+        memcpy(&u, &r, sizeof u);
+        packed(i) = uint16_t(u >> 16);
+      });
+}
+
 // out = the values of the bf16 patterns in packed.
 template <class ES>
 void unpack_bf16(const ES& space, Vec<ES> out, CVec<ES, uint16_t> packed) {

@@ -164,6 +164,9 @@ class KokkosKernels final : public Kernels {
   void unpack_bf16(float* out, const uint16_t* packed, int64_t n) override {
     kk::unpack_bf16(space_, kk::vec<ES>(out, n), kk::CVec<ES, uint16_t>(packed, n));
   }
+  void pack_bf16(const float* x, uint16_t* packed, int64_t n) override {
+    kk::pack_bf16(space_, kk::cvec<ES>(x, n), kk::Vec<ES, uint16_t>(packed, n));
+  }
 
   // ---- matmul ----
   // Below fp32, each GEMM reads rounded copies of its operands (kk::round_operand) from the workspace;
@@ -299,10 +302,11 @@ class KokkosKernels final : public Kernels {
   }
 
   // ---- AdamW ----
-  void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n, float lr, float beta1,
-                    float beta2, float eps, float weight_decay, int64_t step) override {
+  void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n,
+                    const std::vector<AdamWSegment>& segments, const AdamWStep& hyper, float* working) override {
+    check_adamw_segments(segments, n);
     kk::adamw_update(space_, kk::vec<ES>(param, n), kk::cvec<ES>(grad, n), kk::vec<ES>(m, n), kk::vec<ES>(v, n),
-                     lr, beta1, beta2, eps, weight_decay, step);
+                     segments, hyper, working);
   }
 
   // ---- the device ----

@@ -390,9 +390,11 @@ void Group::barrier() {
   template void Group::broadcast_host<T>(T*, int64_t, int);
 TRIDENT_GROUP_TYPES(float)
 TRIDENT_GROUP_TYPES(double)
-// mesh.grad_reduce_dtype = "bf16": the data-parallel gradient reductions (ZeRO-2 and 3 reduce to owners).
+// mesh.grad_reduce_dtype = "bf16": the data-parallel gradient reductions (ZeRO-2 and 3 reduce to owners);
+// a bf16 working copy: the ZeRO parameter broadcast and gathers.
 template Request Group::iall_reduce<Bf16>(Bf16*, int64_t, ReduceOp);
 template Request Group::ireduce<Bf16>(Bf16*, int64_t, int);
+template Request Group::ibroadcast<Bf16>(Bf16*, int64_t, int);
 TRIDENT_GROUP_TYPES(int32_t)
 TRIDENT_GROUP_TYPES(int64_t)
 #undef TRIDENT_GROUP_TYPES

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/bf16.hpp"
 #include "core/error.hpp"
+#include "data_parallel/range_gather.hpp"
 
 namespace trident {
 
@@ -20,8 +22,8 @@ class ShardedParameters::Source : public ParameterSource {
 };
 
 ShardedParameters::ShardedParameters(Group& dp, Kernels& kernels, std::vector<GptModel*> chunks,
-                                     std::vector<std::vector<int64_t>> bounds)
-    : dp_(dp), k_(kernels) {
+                                     std::vector<std::vector<int64_t>> bounds, bool bf16)
+    : dp_(dp), k_(kernels), bf16_(bf16) {
   TRIDENT_CHECK(chunks.size() == bounds.size(), "ShardedParameters: one range set per chunk");
   chunks_.resize(chunks.size());
   for (size_t i = 0; i < chunks.size(); ++i) {
@@ -43,14 +45,17 @@ ShardedParameters::~ShardedParameters() {
     for (auto& g : c.gathered) dp_.wait_all(g.requests);
     k_.free(c.partition);
   }
-  for (auto& b : pool_) k_.free(b.data);
+  for (auto& b : pool_) {
+    k_.free(b.data);
+    if (b.wire) k_.free(b.wire);
+  }
 }
 
 int64_t ShardedParameters::bytes() const {
-  int64_t n = 0;
-  for (const auto& c : chunks_) n += c.mine1 - c.mine0;
-  for (const auto& b : pool_) n += b.capacity;
-  return n * int64_t(sizeof(float));
+  int64_t partitions = 0, pool = 0;
+  for (const auto& c : chunks_) partitions += c.mine1 - c.mine0;
+  for (const auto& b : pool_) pool += b.capacity;
+  return (partitions + pool) * int64_t(sizeof(float)) + (bf16_ ? pool * int64_t(sizeof(uint16_t)) : 0);
 }
 
 double ShardedParameters::take_wait_s() {
@@ -66,7 +71,7 @@ ShardedParameters::Buffer* ShardedParameters::take_buffer(int64_t n) {
   for (auto& b : pool_)
     if (!b.busy && b.capacity >= n && (!best || b.capacity < best->capacity)) best = &b;
   if (!best) {
-    pool_.push_back(Buffer{k_.alloc(n), n, false});
+    pool_.push_back(Buffer{k_.alloc(n), bf16_ ? k_.alloc_bf16(n) : nullptr, n, false});
     best = &pool_.back();
   }
   best->busy = true;
@@ -76,10 +81,16 @@ ShardedParameters::Buffer* ShardedParameters::take_buffer(int64_t n) {
 ShardedParameters::Gathered& ShardedParameters::start_gather(Chunk& chunk, int64_t begin, int64_t end) {
   Gathered g{begin, end, take_buffer(end - begin), {}, false};
   const int64_t first = std::max(begin, chunk.mine0), last = std::min(end, chunk.mine1);
-  if (first < last) k_.copy(g.buffer->data + (first - begin), chunk.partition + (first - chunk.mine0), last - first);
+  const float* mine = chunk.partition + (first - chunk.mine0);
+  if (first < last && bf16_) k_.pack_bf16(mine, g.buffer->wire + (first - begin), last - first);
+  if (first < last && !bf16_) k_.copy(g.buffer->data + (first - begin), mine, last - first);
   for (int r = 0; r < dp_.size(); ++r) {
     const int64_t a = std::max(begin, chunk.bounds[size_t(r)]), b = std::min(end, chunk.bounds[size_t(r) + 1]);
-    if (a < b) g.requests.push_back(dp_.ibroadcast(g.buffer->data + (a - begin), b - a, r));
+    if (a >= b) continue;
+    if (bf16_)
+      g.requests.push_back(dp_.ibroadcast(reinterpret_cast<Bf16*>(g.buffer->wire + (a - begin)), b - a, r));
+    else
+      g.requests.push_back(dp_.ibroadcast(g.buffer->data + (a - begin), b - a, r));
   }
   chunk.gathered.push_back(std::move(g));
   return chunk.gathered.back();
@@ -102,6 +113,7 @@ const float* ShardedParameters::acquire(int c, int64_t begin, int64_t end) {
   const auto t0 = std::chrono::steady_clock::now();
   dp_.wait_all(g->requests);
   g->requests.clear();
+  if (bf16_) k_.unpack_bf16(g->buffer->data, g->buffer->wire, end - begin);
   wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   g->acquired = true;
   return g->buffer->data;
@@ -123,18 +135,8 @@ void ShardedParameters::check_released() const {
 }
 
 void ShardedParameters::gather_whole(int c, float* host) {
-  Chunk& chunk = chunks_[size_t(c)];
-  const int64_t total = chunk.model->layout().total();
-  float* whole = k_.alloc(std::max<int64_t>(total, 1));
-  std::vector<Request> pending;
-  if (chunk.mine1 > chunk.mine0) k_.copy(whole + chunk.mine0, chunk.partition, chunk.mine1 - chunk.mine0);
-  for (int r = 0; r < dp_.size(); ++r)
-    if (chunk.bounds[size_t(r) + 1] > chunk.bounds[size_t(r)])
-      pending.push_back(dp_.ibroadcast(whole + chunk.bounds[size_t(r)],
-                                       chunk.bounds[size_t(r) + 1] - chunk.bounds[size_t(r)], r));
-  dp_.wait_all(pending);
-  k_.copy_to_host(host, whole, total);
-  k_.free(whole);
+  const Chunk& chunk = chunks_[size_t(c)];
+  gather_ranges_to_host(dp_, k_, chunk.partition, chunk.bounds, host);
 }
 
 }  // namespace trident

@@ -11,6 +11,10 @@
 // about one buffer per distinct segment size plus one prefetched, none larger than the largest
 // segment (the token embedding, Vp/tp x hidden, or a layer).
 //
+// With a bf16 working copy (train.precision = "bf16") the partitions are the fp32 masters and a
+// gather moves bf16: the owner rounds its part into the buffer's bf16 companion, that is broadcast,
+// and every rank (the owner too) computes with the rounded values; half the bytes of an fp32 gather.
+//
 // Host memory (the CPU backend).
 #include <cstdint>
 #include <list>
@@ -28,15 +32,15 @@ class ShardedParameters {
   // Installs itself as the parameter source of every chunk (which frees their whole parameter
   // buffers). `bounds[c]`: chunk c's ZeRO ranges (dp + 1 boundaries).
   ShardedParameters(Group& dp, Kernels& kernels, std::vector<GptModel*> chunks,
-                    std::vector<std::vector<int64_t>> bounds);
+                    std::vector<std::vector<int64_t>> bounds, bool bf16);
   ~ShardedParameters();
   ShardedParameters(const ShardedParameters&) = delete;
   ShardedParameters& operator=(const ShardedParameters&) = delete;
 
   // Chunk c's parameters of this rank's range: element k is flat element range begin + k.
   float* partition(int c) { return chunks_[size_t(c)].partition; }
-  // The whole of chunk c's parameters, gathered over DP into `host` (layout total floats) on every
-  // DP rank (checkpoints, tests). Collective over the DP group.
+  // The whole of chunk c's parameters (the fp32 masters under bf16), gathered over DP into `host`
+  // (layout total floats) on every DP rank (checkpoints, tests). Collective over the DP group.
   void gather_whole(int c, float* host);
   // Checks that no gathered copy outlives the step (before the update changes the partitions).
   void check_released() const;
@@ -48,6 +52,7 @@ class ShardedParameters {
  private:
   struct Buffer {
     float* data = nullptr;
+    uint16_t* wire = nullptr;  // bf16: what is broadcast, unpacked into data once it has arrived
     int64_t capacity = 0;
     bool busy = false;
   };
@@ -75,6 +80,7 @@ class ShardedParameters {
 
   Group& dp_;
   Kernels& k_;
+  bool bf16_;
   std::vector<Chunk> chunks_;
   std::list<Buffer> pool_;
   double wait_s_ = 0;

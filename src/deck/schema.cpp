@@ -374,9 +374,11 @@ std::vector<KeySpec> build() {
                      {{"fp32", Precision::FP32}, {"bf16", Precision::BF16}},
                      "Arithmetic precision. bf16: GEMM (and, at head sizes 64 and 128, attention) operands in bf16 "
                      "with fp32 sums, as matmul_precision = \"bf16\", and the activations kept for backward stored in "
-                     "bf16 (half the bytes), rounded where they are produced, except the residual stream; parameters, "
-                     "gradients, norm statistics, loss and optimizer stay fp32 (bf16 parameter and gradient copies are "
-                     "not built yet). Either backend."));
+                     "bf16 (half the bytes), rounded where they are produced, except the residual stream; the model "
+                     "computes with a bf16 working copy of its parameters (bf16 values in fp32 storage) while AdamW "
+                     "updates fp32 masters (the optimizer's range; ZeRO-3's partitions) and checkpoints save the "
+                     "masters; the ZeRO parameter broadcast and gathers move bf16. Gradients, norm statistics, loss "
+                     "and optimizer moments stay fp32. Either backend."));
   k.push_back(choice("train", "matmul_precision", &TrainConfig::matmul_precision, &Config::train,
                      {{"fp32", MatmulPrecision::FP32}, {"tf32", MatmulPrecision::TF32}, {"bf16", MatmulPrecision::BF16}},
                      "The operands of the linear layers' GEMMs: exact fp32, or rounded to TF32 or bfloat16 with fp32 "

@@ -6,28 +6,42 @@
 
 namespace trident {
 
-AdamW::AdamW(const ParameterLayout& layout, Kernels& kernels, const TrainConfig& cfg, int64_t begin, int64_t end)
+AdamW::AdamW(const ParameterLayout& layout, Kernels& kernels, const TrainConfig& cfg, int64_t begin, int64_t end,
+             bool masters)
     : layout_(layout), k_(kernels), cfg_(cfg), begin_(begin), end_(end < 0 ? layout.total() : end) {
   TRIDENT_CHECK(0 <= begin_ && begin_ <= end_ && end_ <= layout_.total(), "AdamW range [{}, {}) outside [0, {})",
                 begin_, end_, layout_.total());
-  m_ = k_.alloc(std::max<int64_t>(end_ - begin_, 1));
-  v_ = k_.alloc(std::max<int64_t>(end_ - begin_, 1));
-}
-
-AdamW::~AdamW() {
-  k_.free(m_);
-  k_.free(v_);
-}
-
-void AdamW::update(float* range_params, const float* range_grads, double lr, int64_t step) {
   for (const auto& t : layout_.tensors()) {
     // The part of tensor t inside this optimizer's range.
     const int64_t first = std::max(t.offset, begin_), last = std::min(t.offset + t.numel, end_);
     if (first >= last) continue;
     const float wd = t.decayed() ? float(cfg_.weight_decay) : 0.f;
-    k_.adamw_update(range_params + (first - begin_), range_grads + (first - begin_), m_ + (first - begin_), v_ + (first - begin_), last - first,
-                    float(lr), float(cfg_.beta1), float(cfg_.beta2), float(cfg_.eps), wd, step);
+    if (segments_.empty() || segments_.back().weight_decay != wd) segments_.push_back({first - begin_, wd});
   }
+  const int64_t n = std::max<int64_t>(end_ - begin_, 1);
+  m_ = k_.alloc(n);
+  v_ = k_.alloc(n);
+  if (masters) master_ = k_.alloc(n);
+}
+
+AdamW::~AdamW() {
+  k_.free(m_);
+  k_.free(v_);
+  if (master_) k_.free(master_);
+}
+
+void AdamW::start_working_copy(float* chunk_params) {
+  if (!master_) return;
+  k_.copy(master_, chunk_params + begin_, end_ - begin_);
+  k_.round_to_bf16(chunk_params, nullptr, layout_.total());
+}
+
+void AdamW::update(float* range_params, const float* range_grads, double lr, int64_t step) {
+  const AdamWStep hyper{float(lr), float(cfg_.beta1), float(cfg_.beta2), float(cfg_.eps), step};
+  if (master_)
+    k_.adamw_update(master_, range_grads, m_, v_, end_ - begin_, segments_, hyper, range_params);
+  else
+    k_.adamw_update(range_params, range_grads, m_, v_, end_ - begin_, segments_, hyper, nullptr);
 }
 
 double clip_gradients(Kernels& kernels, float* grads, int64_t n, double norm, double max_norm) {

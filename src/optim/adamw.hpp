@@ -3,7 +3,15 @@
 // tensors of 2 or more dimensions; and global gradient-norm clipping as torch's clip_grad_norm_.
 // Under ZeRO an AdamW owns one contiguous range [begin, end) of the flat layout: it keeps moments
 // for that range only and updates only those parameters (data_parallel/zero_partition.hpp chooses the range).
+// One update is one multi-tensor pass over the range (Kernels::adamw_update with the range's segments).
+//
+// fp32 masters (train.precision = "bf16" without ZeRO-3): the model computes with a bf16 working copy
+// of its parameters (fp32 storage holding bf16 values) while the optimizer keeps the fp32 master
+// values of its range, the ones checkpoints save; each update writes the new masters and their bf16
+// rounding into the model in one pass. (ZeRO-3's partitions are the masters themselves: its gathers
+// round; data_parallel/sharded_parameters.hpp.)
 #include <cstdint>
+#include <vector>
 
 #include "core/config.hpp"
 #include "kernels.hpp"
@@ -13,31 +21,44 @@ namespace trident {
 
 class AdamW {
  public:
-  // The optimizer of the flat elements [begin, end) of `layout` (end -1: all of it).
-  AdamW(const ParameterLayout& layout, Kernels& kernels, const TrainConfig& cfg, int64_t begin = 0, int64_t end = -1);
+  // The optimizer of the flat elements [begin, end) of `layout` (end -1: all of it), with fp32
+  // masters of that range when `masters`.
+  AdamW(const ParameterLayout& layout, Kernels& kernels, const TrainConfig& cfg, int64_t begin = 0, int64_t end = -1,
+        bool masters = false);
   ~AdamW();
   AdamW(const AdamW&) = delete;
   AdamW& operator=(const AdamW&) = delete;
 
   // One update of the parameters of the range from their gradients (range_params[k] and
   // range_grads[k] belong to element begin + k) with learning rate lr; `step` counts from 1 (bias
-  // correction).
+  // correction). With masters, the masters are updated and range_params receives them rounded to bf16.
   void update(float* range_params, const float* range_grads, double lr, int64_t step);
+
+  // With masters: the masters take the values of chunk_params' range (the chunk's parameters from
+  // element 0, fresh or loaded from a checkpoint), then all of chunk_params, every rank's range alike,
+  // become their bf16 rounding: the working copy. Without masters: nothing.
+  void start_working_copy(float* chunk_params);
 
   int64_t begin() const { return begin_; }
   int64_t end() const { return end_; }
   // Moments of elements [begin, end): exp_avg()[k] belongs to element begin + k.
   float* exp_avg() { return m_; }
   float* exp_avg_sq() { return v_; }
-  int64_t state_bytes() const { return 2 * (end_ - begin_) * int64_t(sizeof(float)); }
+  // fp32 masters of elements [begin, end) (null without masters).
+  float* masters() const { return master_; }
+  int64_t state_bytes() const { return (master_ ? 3 : 2) * (end_ - begin_) * int64_t(sizeof(float)); }
+  // The range's runs of one weight decay, relative to begin (adjacent tensors merged).
+  const std::vector<AdamWSegment>& segments() const { return segments_; }
 
  private:
   const ParameterLayout& layout_;
   Kernels& k_;
   TrainConfig cfg_;
   int64_t begin_, end_;
+  std::vector<AdamWSegment> segments_;
   float* m_ = nullptr;
   float* v_ = nullptr;
+  float* master_ = nullptr;
 };
 
 // Scales grads so that their global L2 norm is at most max_norm (torch: coef = max_norm/(norm+1e-6),

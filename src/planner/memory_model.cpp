@@ -257,6 +257,10 @@ MemoryEstimate estimate_memory(const Config& cfg, const ClusterSpec& cluster, co
     st.layers = layers[s];
     st.params = stage_params_per_rank(m, l, s, layers[s]);
     st.states = model_state_bytes(st.params, Precision::FP32, l.zero, l.dp);  // fp32 under either (storage_bytes)
+    // bf16: the working copy is fp32 storage of bf16 values, and its fp32 masters sit beside the moments
+    // in the optimizer's range (ZeRO-3's partitions are the masters themselves).
+    const bool zero3 = l.dp > 1 && l.zero >= 3;
+    if (bf16 && !zero3) st.states.master_weights = 4.0 * st.params / (l.dp > 1 && l.zero >= 1 ? l.dp : 1);
     st.in_flight = microbatches_in_flight(l.schedule, l.pp, s, mb, l.virtual_stages);
     st.per_layer_activation = per_layer;
     st.activations = st.in_flight * double(st.layers) * per_layer;
@@ -291,7 +295,10 @@ MemoryEstimate estimate_memory(const Config& cfg, const ClusterSpec& cluster, co
     const bool bf16_reduce = cfg.mesh.grad_reduce_dtype == Precision::BF16;
     if (l.dp > 1 && l.zero < 2 && bf16_reduce) st.states.gradients += 2.0 * st.params;
     if (l.dp > 1 && l.zero >= 2) st.comm_buffers += zero2_gradient_staging_bytes(m, l, s, bf16_reduce ? e + 2.0 : e);
-    if (l.dp > 1 && l.zero >= 3) st.comm_buffers += zero3_parameter_gather_bytes(m, l, e);
+    // bf16 working copy: the broadcast of zero 1/2 passes two ranges' bf16 patterns at a time, ZeRO-3's
+    // gather buffers have a bf16 companion each.
+    if (bf16 && l.dp > 1 && (l.zero == 1 || l.zero == 2)) st.states.parameters += 2.0 * 2.0 * st.params / l.dp;
+    if (zero3) st.comm_buffers += zero3_parameter_gather_bytes(m, l, bf16 ? e + 2.0 : e);
     if (l.pp > 1) st.comm_buffers += 2.0 * e * sbh;
     if (l.sequence_parallel && l.tp > 1) st.comm_buffers += e * sbh;
     st.gemm_copies = gemm_operand_copy_bytes(cfg, cluster, l, s == l.pp - 1);

@@ -135,7 +135,8 @@ TimeBreakdown estimate_time(const Config& cfg, const ClusterSpec& cluster, const
       if (l.zero >= 3) {
         // ZeRO-3 gathers the parameters before forward and again before backward, each layer's
         // prefetched while the previous one computes: only what outlasts the compute shows.
-        const double p = sm.params * e;
+        // (bf16: the partitions are fp32 masters and the gathers move their bf16 rounding)
+        const double p = sm.params * (cfg.train.precision == Precision::BF16 ? 2.0 : e);
         const double ag = 2.0 * allgather_seconds(p, l.dp, dp_link) * slow;
         const double first = allgather_seconds(p / std::max<double>(1.0, double(m.layers)), l.dp, dp_link) * slow;
         st.dp_comm += std::max(first, ag - (st.forward + st.backward + st.recompute));
@@ -160,9 +161,11 @@ TimeBreakdown estimate_time(const Config& cfg, const ClusterSpec& cluster, const
 
   // After the pipeline flush. Stage i finishes its last backward about sum_{j<i} backward_j earlier than
   // stage 0 (the cool-down runs from the last stage to the first), which hides part of its DP work.
-  // mesh.grad_reduce_dtype = "bf16" reduces 2-byte gradients.
+  // mesh.grad_reduce_dtype = "bf16" reduces 2-byte gradients; a bf16 working copy's ranges are
+  // broadcast as bf16 (its values are bf16 values).
   const bool bf16_reduce = cfg.mesh.grad_reduce_dtype == Precision::BF16;
-  const double grad_bytes = bf16_reduce ? 2.0 : e, param_bytes = e;
+  const bool bf16_params = cfg.train.precision == Precision::BF16;
+  const double grad_bytes = bf16_reduce ? 2.0 : e, param_bytes = bf16_params ? 2.0 : e;
   double tail = 0, slack = 0;
   bool have_tail = false;
   for (int i = 0; i < l.pp; ++i) {
@@ -193,8 +196,10 @@ TimeBreakdown estimate_time(const Config& cfg, const ClusterSpec& cluster, const
       emb = allreduce_seconds(Vp * C / t * grad_bytes, 2, pp_link) * slow;
     const double updated = sm.params / (l.zero >= 1 ? l.dp : 1);
     // AdamW streams 28 bytes per parameter it updates: it reads weight, gradient, m, v (16) and writes
-    // weight, m, v (12), all fp32 under either precision. Plus the gradient-norm pass over the gradients.
-    const double opt = updated * (28.0 + grad_bytes) / mem_bw;
+    // weight, m, v (12), all fp32; under bf16 the weight it reads and writes is the fp32 master and it
+    // writes the working copy too (4 more). Plus the gradient-norm pass over the gradients.
+    const bool masters = bf16_params && !(l.dp > 1 && l.zero >= 3);  // (ZeRO-3: the partitions are the masters)
+    const double opt = updated * (28.0 + (masters ? 4.0 : 0.0) + grad_bytes) / mem_bw;
     const double end = -slack + exposed + emb + opt + ag;
     if (!have_tail || end > tail) {
       have_tail = true;

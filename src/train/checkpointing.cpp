@@ -76,7 +76,8 @@ TrainingCheckpoints::~TrainingCheckpoints() = default;
 // write), host staging buffers of the same sizes.
 TrainingCheckpoints::Staging TrainingCheckpoints::make_staging() const {
   Staging st;
-  st.in_place = k_.host_memory() && !zero3_;
+  // (a bf16 working copy: the file holds the fp32 masters, the model their rounding)
+  st.in_place = k_.host_memory() && !zero3_ && !optimizers_[0]->masters();
   if (st.in_place) k_.fence();
   const int dp_rank = mesh_ ? mesh_->coord().dp : 0;
   for (size_t c = 0; c < chunks_.size(); ++c) {
@@ -120,6 +121,7 @@ int64_t TrainingCheckpoints::resume() {
       k_.copy_to_device(reducer_->range_parameters(int(i)), s.params + s.optim_begin, moments);
     else
       k_.copy_to_device(chunks_[i]->params(), s.params, s.layout->total());
+    optimizers_[i]->start_working_copy(chunks_[i]->params());  // (bf16: the masters from the file)
     k_.copy_to_device(optimizers_[i]->exp_avg(), s.exp_avg, moments);
     k_.copy_to_device(optimizers_[i]->exp_avg_sq(), s.exp_avg_sq, moments);
   }
@@ -159,9 +161,16 @@ void TrainingCheckpoints::after_step(int64_t step, double loss) {
   for (size_t i = 0; i < chunks_.size() && !st.in_place; ++i) {
     const RankShard& s = st.shards[i];
     const int64_t moments = s.optim_stop() - s.optim_begin;
-    // ZeRO-3: the chunk gathered over DP (collective; every DP rank takes part, dp rank 0 writes).
+    // ZeRO-3, and the fp32 masters of a bf16 working copy at ZeRO 1/2: the chunk gathered over DP
+    // (collective; every DP rank takes part, dp rank 0 writes).
+    const float* masters = optimizers_[i]->masters();
+    const bool ranged = s.optim_begin > 0 || s.optim_stop() < s.layout->total();
     if (zero3_)
       reducer_->whole_parameters(int(i), s.params);
+    else if (masters && ranged)
+      reducer_->whole_from_ranges(int(i), masters, s.params);
+    else if (masters && s.params_owner)
+      k_.copy_to_host(s.params, masters, s.layout->total());
     else if (s.params_owner)
       k_.copy_to_host(s.params, chunks_[i]->params(), s.layout->total());
     if (s.optim_owner) {

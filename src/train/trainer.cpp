@@ -99,15 +99,19 @@ Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh, Use us
     }
   });
   make_gradient_reducer();
+  // bf16: the model computes with a bf16 working copy; the fp32 masters are the optimizer's (ZeRO-3:
+  // its partitions, and its gathers round).
+  const bool masters = cfg_.train.precision == Precision::BF16 && !(reducer_ && reducer_->zero() == 3);
   allocating("the AdamW moments", [&] {
     for (int c = 0; c < v; ++c) {
       const auto& layout = chunks_[size_t(c)]->layout();
       optimizers_.push_back(std::make_unique<AdamW>(layout, k_, cfg_.train, reducer_ ? reducer_->shard_begin(c) : 0,
-                                                    reducer_ ? reducer_->shard_end(c) : layout.total()));
+                                                    reducer_ ? reducer_->shard_end(c) : layout.total(), masters));
     }
   });
 
   initialise_parameters();
+  for (size_t c = 0; c < chunks_.size() && masters; ++c) optimizers_[c]->start_working_copy(chunks_[c]->params());
   std::vector<GptModel*> raw;
   for (auto& chunk : chunks_) raw.push_back(chunk.get());
   executor_ = std::make_unique<PipelineExecutor>(raw, mesh_ && pp > 1 ? &mesh_->pp() : nullptr, cfg_.mesh.schedule, k_);
@@ -201,6 +205,7 @@ void Trainer::make_gradient_reducer() {
   o.overlap = cfg_.mesh.overlap_grad_reduce;
   o.micro_batches = int(cfg_.micro_batches_per_step());
   o.bf16 = cfg_.mesh.grad_reduce_dtype == Precision::BF16;
+  o.bf16_parameters = cfg_.train.precision == Precision::BF16;
   reducer_ = std::make_unique<GradientReducer>(mesh_->dp(), k_, chunks, deferred, o);
 }
 
@@ -316,7 +321,13 @@ std::string Trainer::sample_text(int64_t step) {
 
 std::vector<float> Trainer::whole_parameters(size_t c) const {
   std::vector<float> host(size_t(chunks_[c]->layout().total()));
-  if (reducer_)
+  const AdamW& optimizer = *optimizers_[c];
+  const bool ranged = optimizer.begin() > 0 || optimizer.end() < int64_t(host.size());
+  if (optimizer.masters() && ranged)
+    reducer_->whole_from_ranges(int(c), optimizer.masters(), host.data());
+  else if (optimizer.masters())
+    k_.copy_to_host(host.data(), optimizer.masters(), int64_t(host.size()));
+  else if (reducer_)
     reducer_->whole_parameters(int(c), host.data());
   else
     k_.copy_to_host(host.data(), chunks_[c]->params(), int64_t(host.size()));

@@ -73,7 +73,9 @@ class Trainer {
   const float* range_gradients(size_t c) const;
   // Chunk c's parameters of its optimizer's range (ZeRO-3: the only parameters the rank keeps).
   float* range_parameters(size_t c) const;
-  // Chunk c's whole parameters in host memory (gathered over DP with ZeRO-3: collective).
+  // Chunk c's whole parameters in host memory as a checkpoint saves them: under a bf16 working copy
+  // the fp32 masters (gathered over DP with ZeRO 1-3, and without a working copy with ZeRO-3:
+  // collective).
   std::vector<float> whole_parameters(size_t c) const;
   // The single chunk of a rank without virtual stages.
   GptModel& model() { return *chunks_.at(0); }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/error.hpp"
 #include "kernel_test_util.hpp"
 
 namespace trident::kt {
@@ -68,7 +69,8 @@ float bf16_by_arithmetic(float x) {
 }
 
 // bf16 storage (train.precision = "bf16"): round_to_bf16 rounds in place to nearest, ties to even, and
-// keeps patterns that unpack_bf16 turns back into exactly the rounded values.
+// keeps patterns that unpack_bf16 turns back into exactly the rounded values; pack_bf16 writes the
+// same patterns and leaves its input alone.
 TEST_P(BasicOpsTest, Bf16StorageRoundsToNearestEvenAndUnpacksExactly) {
   const float tiny = std::numeric_limits<float>::denorm_min(), big = std::numeric_limits<float>::max();
   VecF x = {1.0f + 0x1p-8f,  1.0f + 3 * 0x1p-8f, -(1.0f + 0x1p-8f), 1.0f + 0x1p-8f + 0x1p-20f, big, -big,
@@ -85,13 +87,20 @@ TEST_P(BasicOpsTest, Bf16StorageRoundsToNearestEvenAndUnpacksExactly) {
   ASSERT_EQ(expected[4], INFINITY);             // fp32's largest is past bf16's
   ASSERT_EQ(expected[6], 0x1.fep127f);          // bf16's largest stays
   uint16_t* packed = k->alloc_bf16(n);
-  Buf a(*k, x), unpacked(*k, n), unkept(*k, x);
+  uint16_t* packed_alone = k->alloc_bf16(n);
+  Buf a(*k, x), unpacked(*k, n), unkept(*k, x), untouched(*k, x), from_pack(*k, n);
   k->round_to_bf16(a.get(), packed, n);
   k->unpack_bf16(unpacked.get(), packed, n);
   k->round_to_bf16(unkept.get(), nullptr, n);
-  const VecF rounded = a.host(), back = unpacked.host(), alone = unkept.host();
+  k->pack_bf16(untouched.get(), packed_alone, n);
+  k->unpack_bf16(from_pack.get(), packed_alone, n);
+  const VecF rounded = a.host(), back = unpacked.host(), alone = unkept.host(), kept = untouched.host(),
+             packed_back = from_pack.host();
   k->free(packed);
+  k->free(packed_alone);
+  EXPECT_TRUE(same_bits(kept, x)) << "pack_bf16 changed its input";
   for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_TRUE(same_bits({packed_back[i]}, {expected[i]})) << i << ": pack_bf16's pattern of " << x[i];
     ASSERT_TRUE(same_bits({rounded[i]}, {expected[i]})) << i << ": " << x[i] << " -> " << rounded[i] << ", not " << expected[i];
     ASSERT_TRUE(same_bits({back[i]}, {expected[i]})) << i << ": unpacked " << back[i];
     ASSERT_TRUE(same_bits({alone[i]}, {expected[i]})) << i << ": without patterns " << alone[i];
@@ -198,13 +207,13 @@ TEST_P(BasicOpsTest, AdamWTwoStepsByHand) {
   // so 1 - beta is ~2.4e-7 relatively off the decimal hand values: m, v are checked to 1e-6 relative;
   // p to 2-3 float ulps (the (1 - beta1) factor cancels between m and the bias correction).
   Buf p(*k, VecF{1.0f, 2.0f}), g(*k, VecF{0.5f, 0.0f}), m(*k, 2), v(*k, 2);
-  k->adamw_update(p.get(), g.get(), m.get(), v.get(), 2, 0.01f, 0.9f, 0.95f, 1e-8f, 0.1f, 1);
+  k->adamw_update(p.get(), g.get(), m.get(), v.get(), 2, {{0, 0.1f}}, {0.01f, 0.9f, 0.95f, 1e-8f, 1}, nullptr);
   VecF ph = p.host();
   EXPECT_NEAR(ph[0], 0.9890000002, 2e-7);  // float: 1 ulp at 1 is 1.2e-7
   EXPECT_NEAR(m.host()[0], 0.05, 0.05 * 1e-6);
   EXPECT_NEAR(v.host()[0], 0.0125, 0.0125 * 1e-6);
   g.set(VecF{-0.25f, 0.0f});
-  k->adamw_update(p.get(), g.get(), m.get(), v.get(), 2, 0.01f, 0.9f, 0.95f, 1e-8f, 0.1f, 2);
+  k->adamw_update(p.get(), g.get(), m.get(), v.get(), 2, {{0, 0.1f}}, {0.01f, 0.9f, 0.95f, 1e-8f, 2}, nullptr);
   ph = p.host();
   EXPECT_NEAR(ph[0], 0.9853273058, 3e-7);
   EXPECT_NEAR(m.host()[0], 0.02, 0.02 * 1e-6);
@@ -220,7 +229,7 @@ TEST_P(BasicOpsTest, AdamWMatchesDoubleFormulaOverManyElements) {
   for (int step = 1; step <= 3; ++step) {
     const VecF gh = random_vec(n, 100 + step);
     g.set(gh);
-    k->adamw_update(p.get(), g.get(), m.get(), v.get(), n, lr, b1, b2, eps, wd, step);
+    k->adamw_update(p.get(), g.get(), m.get(), v.get(), n, {{0, wd}}, {lr, b1, b2, eps, step}, nullptr);
     for (int64_t i = 0; i < n; ++i) {
       pd[i] *= 1.0 - double(lr) * wd;
       md[i] = b1 * md[i] + (1.0 - b1) * gh[i];
@@ -234,6 +243,53 @@ TEST_P(BasicOpsTest, AdamWMatchesDoubleFormulaOverManyElements) {
   EXPECT_TRUE(close(p.host(), pd, 1e-6, 0));
   EXPECT_TRUE(close(m.host(), md, 1e-7, 1e-5));
   EXPECT_TRUE(close(v.host(), vd, 1e-9, 1e-5));
+}
+
+// The multi-tensor pass: 150 segments of uneven sizes (1 to ~1000 elements; more than one CUDA launch
+// holds) with three weight decays, each element decayed by its own segment's, against the double
+// formula; and the bf16 working copy written in the same pass is the updated fp32 value rounded to
+// bf16 (this file's arithmetic rounding), while p keeps the fp32 value (the master).
+TEST_P(BasicOpsTest, AdamWSegmentsDecayByTheirOwnWeightDecayAndWriteTheBf16Copy) {
+  const float lr = 0.05f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f;
+  const float decays[] = {0.1f, 0.0f, 0.5f};
+  std::vector<AdamWSegment> segments;
+  std::vector<double> wd_of;
+  for (int s = 0; s < 150; ++s) {
+    segments.push_back({int64_t(wd_of.size()), decays[s % 3]});
+    const int64_t size = s == 7 ? 1 : 1 + (int64_t(s) * 7919) % 997;
+    wd_of.insert(wd_of.end(), size_t(size), double(decays[s % 3]));
+  }
+  const int64_t n = int64_t(wd_of.size());
+  VecD pd = to_double(random_vec(n, 11)), md(n, 0.0), vd(n, 0.0);
+  Buf p(*k, to_float(pd)), m(*k, n), v(*k, n), g(*k, n), working(*k, n);
+  for (int step = 1; step <= 2; ++step) {
+    const VecF gh = random_vec(n, 200 + step);
+    g.set(gh);
+    k->adamw_update(p.get(), g.get(), m.get(), v.get(), n, segments, {lr, b1, b2, eps, step}, working.get());
+    for (int64_t i = 0; i < n; ++i) {
+      pd[i] *= 1.0 - double(lr) * wd_of[size_t(i)];
+      md[i] = b1 * md[i] + (1.0 - b1) * gh[i];
+      vd[i] = b2 * vd[i] + (1.0 - b2) * double(gh[i]) * gh[i];
+      pd[i] -= lr * (md[i] / (1.0 - std::pow(double(b1), step))) /
+               (std::sqrt(vd[i] / (1.0 - std::pow(double(b2), step))) + eps);
+    }
+  }
+  const VecF ph = p.host(), wh = working.host();
+  EXPECT_TRUE(close(ph, pd, 1e-6, 0));
+  // A decay of 0.5 at lr 0.05 moves p by 2.5% a step, 0.1 by 0.5%: a wrong segment is far outside 1e-6.
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_TRUE(same_bits({wh[size_t(i)]}, {bf16_by_arithmetic(ph[size_t(i)])}))
+        << i << ": working copy " << wh[size_t(i)] << " of master " << ph[size_t(i)];
+  EXPECT_FALSE(same_bits(wh, ph)) << "the masters were rounded too";
+}
+
+TEST_P(BasicOpsTest, AdamWRefusesSegmentsThatDoNotStartAtZeroOrDoNotIncrease) {
+  Buf p(*k, 4), m(*k, 4), v(*k, 4), g(*k, 4);
+  const AdamWStep h{0.01f, 0.9f, 0.95f, 1e-8f, 1};
+  EXPECT_THROW(k->adamw_update(p.get(), g.get(), m.get(), v.get(), 4, {{1, 0.1f}}, h, nullptr), Error);
+  EXPECT_THROW(k->adamw_update(p.get(), g.get(), m.get(), v.get(), 4, {{0, 0.1f}, {0, 0.f}}, h, nullptr), Error);
+  EXPECT_THROW(k->adamw_update(p.get(), g.get(), m.get(), v.get(), 4, {{0, 0.1f}, {4, 0.f}}, h, nullptr), Error);
+  EXPECT_THROW(k->adamw_update(p.get(), g.get(), m.get(), v.get(), 4, {}, h, nullptr), Error);
 }
 
 // Vocab shard [3, 7) of an 10-token vocabulary; tokens outside the shard embed to 0.

@@ -238,7 +238,9 @@ TEST_F(CrossBackendTest, AdamWOverSeveralSteps) {
     Buf p(k, random_vec(n, 60)), g(k, n), m(k, n), v(k, n);
     for (int step = 1; step <= 4; ++step) {
       g.set(random_vec(n, 60 + uint32_t(step)));
-      k.adamw_update(p.get(), g.get(), m.get(), v.get(), n, 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, step);
+      // two tensors' segments: decayed, then not (biases, norms)
+      k.adamw_update(p.get(), g.get(), m.get(), v.get(), n, {{0, 0.1f}, {n / 3, 0.f}}, {6e-4f, 0.9f, 0.95f, 1e-8f, step},
+                     nullptr);
     }
     return {{"param", p.host()}, {"m", m.host()}, {"v", v.host()}};
   });

@@ -252,6 +252,55 @@ TEST(DataParallel, Bf16GradientReductionMovesHalfTheBytes) {
   }
 }
 
+// train.precision = "bf16": the parameters the model computes with are the bf16 rounding of fp32
+// masters kept in the optimizers' ranges, so the ZeRO broadcast after the update (zero 1, 2) and
+// ZeRO-3's gathers lose nothing in bf16 and move half the fp32 bytes: the DP group's Broadcast counter,
+// exactly 2 bytes per element once per step at zero 1/2 (each rank takes part in every range's
+// broadcast), and half of fp32 precision's gathers at zero 3. At zero 1/2 every rank's working copy is
+// then the bf16 rounding (this file's arithmetic) of the whole set of masters.
+TEST(DataParallel, Bf16WorkingCopyIsBroadcastAndGatheredInHalfTheBytes) {
+  const int dp = world_size();
+  const int64_t total = stored_elements_of_workload();
+  const auto rounded = [](float x) {
+    if (x == 0.0f || !std::isfinite(x)) return x;
+    int e = 0;
+    std::frexp(double(x), &e);
+    return float(std::ldexp(std::nearbyint(std::ldexp(double(x), 8 - e)), e - 8));
+  };
+  for (int zero : {1, 2, 3}) {
+    SCOPED_TRACE(fmt::format("zero {}", zero));
+    std::vector<double> bytes;
+    for (const char* precision : {"fp32", "bf16"}) {
+      auto overrides = kWorkload;
+      overrides.insert(overrides.end(), {fmt::format("mesh.dp={}", dp), fmt::format("mesh.zero={}", zero),
+                                         fmt::format("train.precision={}", precision)});
+      const Config cfg = small_deck(1009, overrides);
+      ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
+      connect(mesh, cfg);
+      Trainer trainer(cfg, test_kernels(), &mesh);
+      const int64_t before = mesh.dp().counters().bytes_of(CommOp::Broadcast);
+      trainer.train_step(1);
+      bytes.push_back(double(mesh.dp().counters().bytes_of(CommOp::Broadcast) - before));
+      if (zero == 3 || std::string(precision) == "fp32") continue;
+      const std::vector<float> masters = trainer.whole_parameters(0);
+      std::vector<float> working(masters.size());
+      test_kernels().copy_to_host(working.data(), trainer.model().params(), int64_t(working.size()));
+      int64_t differ = 0, unrounded = 0;
+      for (size_t i = 0; i < masters.size(); ++i) {
+        differ += working[i] != rounded(masters[i]);
+        unrounded += masters[i] != rounded(masters[i]);
+      }
+      EXPECT_EQ(differ, 0) << "working copy elements that are not the rounding of their master";
+      EXPECT_GT(unrounded, total / 2) << "the masters are bf16 values: were they rounded?";
+    }
+    if (zero < 3) {
+      EXPECT_EQ(bytes[0], 4.0 * double(total));
+    }
+    EXPECT_GT(bytes[1], 0.0);
+    EXPECT_EQ(bytes[0], 2.0 * bytes[1]);
+  }
+}
+
 // The optimizer state a ZeRO rank holds, against bytes computed from the shapes and the partition
 // rule (docs: contiguous ranges of whole 64-element units, units split as evenly as integers allow,
 // rank r from unit floor(r * units / dp)): two fp32 moments per element of its range. Without ZeRO

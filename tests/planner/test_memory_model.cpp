@@ -287,7 +287,7 @@ TEST(MemoryModel, StageLayersAndEdgeParameters) {
 
 // --- The seed's 1T example on 4096 A100-80GB with zero = 0 -----------------------------------------------
 // tp 8 x pp 64 x dp 8: 2 layers per stage, 2 * 12 * 25600^2 / 8 = 1.97e9 parameters per GPU, 16 bytes
-// each = 31.5 GB of model states: fits with activation recomputation.
+// each = 31.5 GB of model states (trident's bf16: 20 bytes, 39.3 GB): fits with activation recomputation.
 // tp 8 x pp 8 x dp 64: 16 layers per stage, 15.7e9 parameters per GPU, 252 GB of model states alone:
 // does not fit whatever the micro-batch or recompute mode.
 TEST(MemoryModel, OneTrillionSeedExample) {
@@ -312,7 +312,9 @@ TEST(MemoryModel, OneTrillionSeedExample) {
   const LayoutEstimate e = evaluate(cfg, a100, l);
   EXPECT_TRUE(e.fits) << e.memory_gb;
   EXPECT_EQ(e.placement.nodes, 512);
-  EXPECT_NEAR(e.memory.stages[1].states.total() / 1e9, 31.5, 0.2);
+  // trident's bf16 keeps 20 bytes per parameter, not the paper's 16: its working copy and gradients in
+  // fp32 storage (4 + 4), the masters and moments (12): 2 x 12 h^2 / 8 x 20 = 39.3 GB.
+  EXPECT_NEAR(e.memory.stages[1].states.total() / 1e9, 39.3, 0.2);
 
   SearchPins not_fits = fits;
   not_fits.pp = 8;

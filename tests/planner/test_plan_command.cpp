@@ -141,9 +141,9 @@ TEST(PlanCommand, ExampleDecks) {
   const LayoutEstimate own = evaluate(c175, cluster_preset("a100-80g"), layout_of(c175));
   EXPECT_TRUE(own.fits) << own.memory_gb;
   EXPECT_EQ(own.layout.world(), 1024);
-  // 174.6e9 / (8 * 16) parameters per rank in fp32: trident keeps fp32 parameters under bf16 too
-  // (planner::storage_bytes).
-  EXPECT_NEAR(own.memory.stages[5].states.parameters / 1e9, 5.4, 0.05);
+  // 174.6e9 / (8 * 16) parameters per rank, 4 bytes each: trident keeps its bf16 working copy in fp32
+  // storage; and zero 1's bf16 broadcast passes two ranges of 2-byte values (2 x 2 / dp bytes each).
+  EXPECT_NEAR(own.memory.stages[5].states.parameters / 1e9, 5.4 * (1.0 + 1.0 / c175.mesh.dp), 0.05);
   PlanOptions o;
   o.cluster = "a100-80g";
   o.top = 3;

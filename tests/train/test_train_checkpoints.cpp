@@ -11,7 +11,8 @@
 //                 and with virtual stages: the losses continue within 1e-5 of the uninterrupted run.
 //   TrainLlama:   a Llama-shaped model with its key/value head replicated over TP: bitwise resume, reshard.
 //   TrainZero:    the same with ZeRO: zero = 1 and zero = 3 bitwise, zero 0 -> 1 -> 2 -> 1 -> 0 and
-//                 2 -> 0, 2x2x2 zero 1 -> 1x1x4 zero 3 -> back, and zero 3 -> serial.
+//                 2 -> 0, 2x2x2 zero 1 -> 1x1x4 zero 3 -> back, and zero 3 -> serial; and bf16
+//                 (the fp32 masters saved, a bitwise resume at zero 2, resharded to zero 3 and serial).
 //
 // "Interrupted" = a checkpoint directory holding what a run stopped after step 2 (or 3, 4, 5) leaves:
 // that step's checkpoint, copied from an uninterrupted run of the same deck, and `latest` naming it.
@@ -21,8 +22,10 @@
 #include <fmt/format.h>
 #include <hdf5.h>
 
-#include <csignal>
+#include <algorithm>
 #include <cmath>
+#include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -478,6 +481,40 @@ TEST(TrainZero, ReshardZero1To3AndBackAndZero3ToSerial) {
   expect_close_losses(serial, ref, 6);
 }
 
+// train.precision = "bf16": the model computes with a bf16 working copy and the fp32 masters live in
+// the optimizers' ZeRO ranges. A checkpoint saves the masters (gathered over DP): most of its parameter
+// values are not bf16 values, which a checkpoint of the working copy would be, every one. Resumed at
+// zero 2 (the masters back in their ranges, the working copy their rounding) bit for bit; resharded to
+// zero 3 (the partitions are the masters) and to one rank. The reshard bound is bf16's layout bound
+// (test_matmul_precision_parallel.cpp: reordered fp32 sums flip bf16 roundings; 3e-4 on losses).
+TEST(TrainZero, Bf16MastersAreSavedResumeBitwiseAndReshard) {
+  const auto sets = mesh(1, 1, 2, {"mesh.zero=2", "train.precision=bf16"});
+  const TrainRun& ref = reference(2, sets);
+  ASSERT_EQ(ref.rc, 0) << ref.out;
+  hid_t f = H5Fopen(ref.checkpoint(2).c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  hid_t d = H5Dopen2(f, "/model/transformer.h.0.mlp.c_fc.weight", H5P_DEFAULT);
+  ASSERT_GE(d, 0);
+  hid_t space = H5Dget_space(d);
+  std::vector<float> values(size_t(H5Sget_simple_extent_npoints(space)));
+  H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data());
+  H5Sclose(space);
+  H5Dclose(d);
+  H5Fclose(f);
+  const auto bf16_exact = std::count_if(values.begin(), values.end(), [](float x) {
+    uint32_t u;
+    std::memcpy(&u, &x, sizeof u);
+    return (u & 0xffffu) == 0;
+  });
+  EXPECT_LT(double(bf16_exact), 0.1 * double(values.size())) << "the checkpoint holds the bf16 working copy";
+  std::printf("[bf16 masters] %lld of %zu saved values are bf16 values\n", (long long)bf16_exact, values.size());
+
+  expect_bitwise_resume(ref, 2, sets);
+  const TrainRun z3 = train(2, interrupted_dir({ref.checkpoint(2)}), mesh(1, 1, 2, {"mesh.zero=3", "train.precision=bf16"}), 1);
+  expect_close_losses(z3, ref, 3, 3e-4);
+  const TrainRun serial = train(1, interrupted_dir({ref.checkpoint(2)}), mesh(1, 1, 1, {"train.precision=bf16"}), 1);
+  expect_close_losses(serial, ref, 3, 3e-4);
+}
 
 // ---------------------------------------------------------------------------------------------
 // A Llama-shaped model (RMSNorm, RoPE, SwiGLU, one key/value head): at tp 2 its k_proj and v_proj are
