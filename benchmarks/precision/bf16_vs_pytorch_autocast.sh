@@ -10,7 +10,9 @@
 # warm-up steps, weight decay 0.1, clipping at 1). Prints the largest relative loss difference after
 # step 20 and exits 1 past 2%. The two runs go side by side, one thread each.
 #   benchmarks/precision/bf16_vs_pytorch_autocast.sh [BUILD_DIR] [STEPS]
-# KEEP=DIR keeps both runs' losses and logs there.
+# KEEP=DIR keeps both runs' losses and logs there. BF16_PARAMS=1 gives PyTorch bf16 parameters over
+# float masters as well (`--bf16-params`: Megatron-LM's bf16, and trident's train.precision = "bf16"
+# working copy), autocast alone keeping float32 parameters.
 set -euo pipefail
 build=${1:-build}
 key=${KEY:-train.precision}
@@ -41,7 +43,8 @@ trident_pid=$!
 OMP_NUM_THREADS=1 /usr/bin/python3 "$reference" train --weights "$tmp/init.safetensors" --data "${shards[0]}" \
   --heads 6 --steps "$steps" --global-batch 2 --micro-batch 2 --lr $lr --min-lr $min_lr --warmup $warmup \
   --schedule cosine --weight-decay 0.1 --beta1 0.9 --beta2 0.95 --eps 1e-8 --grad-clip 1.0 \
-  --dtype float32 --autocast bf16 --json "$tmp/pytorch.json" >/dev/null 2>"$tmp/pytorch.log"
+  --dtype float32 --autocast bf16 ${BF16_PARAMS:+--bf16-params} --json "$tmp/pytorch.json" >/dev/null \
+  2>"$tmp/pytorch.log"
 wait "$trident_pid" || { echo "trident failed:" >&2; tail -5 "$tmp/trident.log" >&2; exit 2; }
 
 /usr/bin/python3 - "$tmp/trident.jsonl" "$tmp/pytorch.json" <<'PY'

@@ -18,17 +18,28 @@
 
 namespace trident::kk {
 
+struct AdamWConstants {
+  float beta1, beta2, one_minus_b1, one_minus_b2, eps, step_size, bc2_sqrt;
+};
+
+// One element: its moments updated in place, its new value returned (torch's addcdiv order:
+// (step_size * m) / denom).
+KOKKOS_INLINE_FUNCTION float adamw_element(float p, float g, float& m, float& v, const AdamWConstants& c,
+                                           float decay) {
+  m = m * c.beta1 + c.one_minus_b1 * g;
+  v = v * c.beta2 + c.one_minus_b2 * g * g;
+  const float denom = kmath::sqrt(v) / c.bc2_sqrt + c.eps;
+  return p * decay - c.step_size * m / denom;
+}
+
 // Host execution spaces only: the segment table is read from host memory.
 template <class ES>
 void adamw_update(const ES& space, Vec<ES> param, CVec<ES> grad, Vec<ES> m, Vec<ES> v,
                   const std::vector<AdamWSegment>& segments, const AdamWStep& h, float* working) {
   const double bc1 = 1.0 - kmath::pow(double(h.beta1), double(h.step));
   const double bc2 = 1.0 - kmath::pow(double(h.beta2), double(h.step));
-  const float step_size = float(double(h.lr) / bc1);
-  const float bc2_sqrt = float(kmath::sqrt(bc2));
-  const float beta1 = h.beta1, beta2 = h.beta2, eps = h.eps;
-  const float one_minus_b1 = float(1.0 - double(beta1));
-  const float one_minus_b2 = float(1.0 - double(beta2));
+  const AdamWConstants c{h.beta1, h.beta2, float(1.0 - double(h.beta1)), float(1.0 - double(h.beta2)), h.eps,
+                         float(double(h.lr) / bc1), float(kmath::sqrt(bc2))};
   const int64_t n = param.extent(0);
   // Segment s covers [starts[s], starts[s + 1]) and decays by decays[s].
   std::vector<int64_t> starts;
@@ -55,17 +66,15 @@ void adamw_update(const ES& space, Vec<ES> param, CVec<ES> grad, Vec<ES> m, Vec<
       const float* KOKKOS_RESTRICT g = g_;
       float* KOKKOS_RESTRICT mm = m_;
       float* KOKKOS_RESTRICT vv = v_;
-      for (int64_t i = begin; i < stop; ++i) {
-        const float gi = g[i];
-        const float mi = mm[i] * beta1 + one_minus_b1 * gi;
-        const float vi = vv[i] * beta2 + one_minus_b2 * gi * gi;
-        mm[i] = mi;
-        vv[i] = vi;
-        const float denom = kmath::sqrt(vi) / bc2_sqrt + eps;
-        p[i] = p[i] * decay - step_size * mi / denom;  // torch's addcdiv order: (value * m) / denom
+      float* KOKKOS_RESTRICT w = w_;
+      if (w) {  // two loops rather than a test per element, so that each stays one vectorised pass
+        for (int64_t i = begin; i < stop; ++i) {
+          p[i] = adamw_element(p[i], g[i], mm[i], vv[i], c, decay);
+          w[i] = round_mantissa(p[i], 16);
+        }
+      } else {
+        for (int64_t i = begin; i < stop; ++i) p[i] = adamw_element(p[i], g[i], mm[i], vv[i], c, decay);
       }
-      if (w_)
-        for (int64_t i = begin; i < stop; ++i) w_[i] = round_mantissa(p_[i], 16);
       begin = stop;
       ++s;
     }

@@ -57,12 +57,12 @@ KOKKOS_INLINE_FUNCTION float round_mantissa(float x, int dropped) {
   uint32_t u;
   memcpy(&u, &x, sizeof u);
   const uint32_t low = (uint32_t(1) << dropped) - 1;
-  if ((u & 0x7f800000u) == 0x7f800000u) {
-    if ((u & 0x007fffffu) != 0) u |= 0x00400000u;  // a NaN whose payload lies in the dropped bits
-  } else {
-    u += (low >> 1) + ((u >> dropped) & 1u);  // half an ulp, less one on a tie to an even value
-  }
-  u &= ~low;
+  // Half an ulp, less one on a tie to an even value (Inf plus that stays Inf once truncated); a NaN
+  // keeps a quiet bit, as its payload may lie in the dropped bits. A select, not a branch, so that
+  // loops over it vectorise.
+  const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+  const uint32_t rounded = u + (low >> 1) + ((u >> dropped) & 1u);
+  u = (nan ? (u | 0x00400000u) : rounded) & ~low;
   memcpy(&x, &u, sizeof u);
   return x;
 }

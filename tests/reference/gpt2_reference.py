@@ -24,6 +24,9 @@ activations a layer keeps for backward (LN outputs, q|k|v, attention output, MLP
 activation) rounded to bf16 where they are produced (kept()); the residual stream stays exact.
 --autocast bf16 (train, with --dtype float32): the forward under torch.autocast("cpu", bfloat16), PyTorch's
 own CPU mixed precision; a comparison run for trident's bf16 (benchmarks/precision/), not an exact reference.
+--bf16-params (train): bf16 parameters over float masters, as Megatron-LM's and DeepSpeed's bf16 modes and
+trident's train.precision = "bf16" keep them: forward and backward see every parameter rounded to bf16
+(torch's round to nearest even), AdamW updates the masters with those gradients.
 
 Data: llm.c token shards (header of 256 int32: magic 20240520, version 1, count; then uint16 tokens).
 Sample j of 0-based step s is the window of T+1 tokens starting at ((s*global_batch + j)*T) mod n,
@@ -495,11 +498,16 @@ def train_model(P, T, forward_fn, a):
         raise SystemExit("--autocast bf16 needs --dtype float32 (autocast keeps float32 parameters)")
     autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if a.autocast == "bf16"
                 else contextlib.nullcontext())
+    masters = {k: p.detach().clone() for k, p in P.items()} if a.bf16_params else None
     for step in range(1, (a.stop_after or a.steps) + 1):
         lr = learning_rate(step, a)
         for g in opt.param_groups:
             g["lr"] = lr
         opt.zero_grad(set_to_none=True)
+        if masters:  # the working copy: each master rounded to bf16
+            with torch.no_grad():
+                for k, p in P.items():
+                    p.copy_(masters[k].to(torch.bfloat16).to(p.dtype))
         loss_sum = 0.0
         for mb in range(a.global_batch // a.micro_batch):
             x, y = batch(tokens, step - 1, mb * a.micro_batch, a.micro_batch, T, a.global_batch)
@@ -507,14 +515,22 @@ def train_model(P, T, forward_fn, a):
                 s = forward_fn(P, x, y)
             (s / positions).backward()  # gradients accumulate over micro-batches
             loss_sum += float(s.item())
+        if masters:  # the update applies to the masters
+            with torch.no_grad():
+                for k, p in P.items():
+                    p.copy_(masters[k])
         if a.grad_clip > 0:
             norm = float(torch.nn.utils.clip_grad_norm_(params, a.grad_clip))
         else:
             norm = math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in params))
         opt.step()
+        if masters:
+            with torch.no_grad():
+                for k, p in P.items():
+                    masters[k].copy_(p)
         history.append({"step": step, "lr": lr, "loss": loss_sum / positions, "grad_norm": norm,
                         "clipped": bool(a.grad_clip > 0 and norm > a.grad_clip)})
-    result = {"dtype": a.dtype, "autocast": a.autocast, "steps": history}
+    result = {"dtype": a.dtype, "autocast": a.autocast, "bf16_params": a.bf16_params, "steps": history}
     if a.out_weights:
         write_safetensors(a.out_weights, {k: p.detach().numpy() for k, p in P.items()}, "F64")
         result["weights"] = a.out_weights
@@ -544,6 +560,8 @@ def add_train_arguments(t):
     t.add_argument("--dtype", choices=["float64", "float32"], default="float64")
     t.add_argument("--matmul-precision", choices=["fp32", "tf32", "bf16"], default="fp32")
     t.add_argument("--autocast", choices=["none", "bf16"], default="none")
+    t.add_argument("--bf16-params", action="store_true",
+                   help="forward and backward on bf16-rounded parameters, AdamW on float masters")
     t.add_argument("--out-weights")
     t.add_argument("--json")
 
