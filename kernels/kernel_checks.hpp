@@ -32,8 +32,9 @@ inline void check_adamw_segments(const std::vector<AdamWSegment>& segments, int6
                 "adamw_update: {} elements need segments starting at element 0", n);
   for (size_t s = 1; s < segments.size(); ++s)
     TRIDENT_CHECK(segments[s - 1].begin < segments[s].begin && segments[s].begin < n,
-                  "adamw_update: segment {} begins at {}, after {} and before the {} elements' end expected", s,
-                  segments[s].begin, segments[s - 1].begin, n);
+                  "adamw_update: segment {} begins at element {}; it must begin after segment {} (at {}) and "
+                  "before the end ({})",
+                  s, segments[s].begin, s - 1, segments[s - 1].begin, n);
 }
 
 }  // namespace trident

@@ -147,7 +147,7 @@ Request GradientReducer::start_reduction(Chunk& c, int64_t begin, int64_t n) {
     return dp_.iall_reduce(grads, n);
   }
   reduced_bytes_ += n * int64_t(sizeof(uint16_t));
-  k_.round_to_bf16(grads, c.wire + begin, n);
+  k_.pack_bf16(grads, c.wire + begin, n);
   return dp_.iall_reduce(reinterpret_cast<Bf16*>(c.wire + begin), n);
 }
 

@@ -116,7 +116,7 @@ void ShardedGradients::close(int c, int64_t begin, int64_t end) {
   Segment seg{c, begin, end, it->second, {}};
   chunk.open.erase(it);
   reduced_bytes_ += (end - begin) * int64_t(bf16_ ? sizeof(uint16_t) : sizeof(float));
-  if (bf16_) k_.round_to_bf16(seg.staging->data, seg.staging->wire, end - begin);
+  if (bf16_) k_.pack_bf16(seg.staging->data, seg.staging->wire, end - begin);
   for (int r = 0; r < dp_.size(); ++r) {
     const int64_t first = std::max(begin, chunk.bounds[size_t(r)]), last = std::min(end, chunk.bounds[size_t(r) + 1]);
     if (first < last) seg.requests.push_back(start_reduce(*seg.staging, first - begin, last - first, r));
@@ -170,7 +170,7 @@ void ShardedGradients::reduce_deferred(int64_t piece_elements) {
     for (int64_t begin = 0; begin < c.deferred; begin += piece_elements) {
       const int64_t n = std::min(piece_elements, c.deferred - begin);
       if (bf16_) {
-        k_.round_to_bf16(c.deferred_buffer + begin, c.deferred_wire + begin, n);
+        k_.pack_bf16(c.deferred_buffer + begin, c.deferred_wire + begin, n);
         pending.push_back(dp_.iall_reduce(reinterpret_cast<Bf16*>(c.deferred_wire + begin), n));
       } else {
         pending.push_back(dp_.iall_reduce(c.deferred_buffer + begin, n));
