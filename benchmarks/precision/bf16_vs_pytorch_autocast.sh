@@ -12,7 +12,8 @@
 #   benchmarks/precision/bf16_vs_pytorch_autocast.sh [BUILD_DIR] [STEPS]
 # KEEP=DIR keeps both runs' losses and logs there. BF16_PARAMS=1 gives PyTorch bf16 parameters over
 # float masters as well (`--bf16-params`: Megatron-LM's bf16, and trident's train.precision = "bf16"
-# working copy), autocast alone keeping float32 parameters.
+# working copy), autocast alone keeping float32 parameters; TRIDENT_FP32_PARAMETERS=1 gives trident
+# train.bf16_parameters = false (fp32 parameters, autocast's way).
 set -euo pipefail
 build=${1:-build}
 key=${KEY:-train.precision}
@@ -37,7 +38,7 @@ OPENBLAS_NUM_THREADS=1 "$build/trident" train input/quickstart.toml --set model.
   --set train.beta1=0.9 --set train.beta2=0.95 --set train.eps=1e-8 --set train.grad_clip=1.0 \
   --set train.sample_every=0 --set data.val_every=0 --set data.order=sequential \
   --set data.path="${shards[0]}" --set data.val_path="" --set checkpoint.dir="" \
-  --set "$key"=bf16 --set runtime.log_every=50 --set runtime.metrics="$tmp/trident.jsonl" \
+  --set "$key"=bf16 ${TRIDENT_FP32_PARAMETERS:+--set train.bf16_parameters=false} --set runtime.log_every=50 --set runtime.metrics="$tmp/trident.jsonl" \
   >"$tmp/trident.log" 2>&1 &
 trident_pid=$!
 OMP_NUM_THREADS=1 /usr/bin/python3 "$reference" train --weights "$tmp/init.safetensors" --data "${shards[0]}" \

@@ -93,12 +93,16 @@ struct TrainConfig {
   Recompute recompute = Recompute::None;
   Precision precision = Precision::FP32;
   MatmulPrecision matmul_precision = MatmulPrecision::FP32;  // the linear layers' GEMM operands
+  bool bf16_parameters = true;  // under precision = "bf16": a bf16 working copy over fp32 masters
   double logits_chunk_mib = 256;  // the LM head's fp32 logits at most this many MiB at a time; 0: all rows
   int64_t logits_chunk_bytes() const { return int64_t(logits_chunk_mib * 1048576.0); }
   // The GEMM operands a run uses: bf16 under precision = "bf16" (the deck refuses tf32 with it).
   MatmulPrecision gemm_precision() const {
     return precision == Precision::BF16 ? MatmulPrecision::BF16 : matmul_precision;
   }
+  // Whether the model computes with a bf16 working copy of its parameters whose fp32 masters AdamW
+  // keeps (precision = "bf16" with bf16_parameters), or with the fp32 parameters themselves.
+  bool bf16_working_copy() const { return precision == Precision::BF16 && bf16_parameters; }
   int64_t sample_every = 0;    // steps between samples of the model's text; 0 = never
   int64_t sample_tokens = 64;  // tokens per sample
   std::string sample_prompt;   // text the samples continue; empty: the end-of-text token (a newline for bytes)

@@ -374,11 +374,9 @@ std::vector<KeySpec> build() {
                      {{"fp32", Precision::FP32}, {"bf16", Precision::BF16}},
                      "Arithmetic precision. bf16: GEMM (and, at head sizes 64 and 128, attention) operands in bf16 "
                      "with fp32 sums, as matmul_precision = \"bf16\", and the activations kept for backward stored in "
-                     "bf16 (half the bytes), rounded where they are produced, except the residual stream; the model "
-                     "computes with a bf16 working copy of its parameters (bf16 values in fp32 storage) while AdamW "
-                     "updates fp32 masters (the optimizer's range; ZeRO-3's partitions) and checkpoints save the "
-                     "masters; the ZeRO parameter broadcast and gathers move bf16. Gradients, norm statistics, loss "
-                     "and optimizer moments stay fp32. Either backend."));
+                     "bf16 (half the bytes), rounded where they are produced, except the residual stream; the "
+                     "parameters as bf16_parameters says. Gradients, norm statistics, loss and optimizer moments stay "
+                     "fp32. Either backend."));
   k.push_back(choice("train", "matmul_precision", &TrainConfig::matmul_precision, &Config::train,
                      {{"fp32", MatmulPrecision::FP32}, {"tf32", MatmulPrecision::TF32}, {"bf16", MatmulPrecision::BF16}},
                      "The operands of the linear layers' GEMMs: exact fp32, or rounded to TF32 or bfloat16 with fp32 "
@@ -387,6 +385,12 @@ std::vector<KeySpec> build() {
                      "the probabilities; backward the output gradient, P and dS) at head sizes 64 and 128 (cuda: "
                      "tensor-core flash attention); other head sizes, TF32, decoding, norms, loss and optimizer "
                      "stay fp32. precision = \"bf16\" implies bf16 here and refuses tf32."));
+  k.push_back(boolean("train", "bf16_parameters", &TrainConfig::bf16_parameters, &Config::train,
+                      "Under precision = \"bf16\": true, the model computes with a bf16 working copy of its "
+                      "parameters (bf16 values in fp32 storage; Megatron-LM's bf16) while AdamW updates fp32 masters "
+                      "(the optimizer's ZeRO range; ZeRO-3's partitions), which checkpoints save, and the ZeRO "
+                      "parameter broadcast and gathers move bf16; false, with the fp32 parameters themselves "
+                      "(PyTorch's autocast), no masters, fp32 broadcast and gathers. No effect under fp32."));
   k.push_back(real("train", "logits_chunk_mib", &TrainConfig::logits_chunk_mib, &Config::train, 0.0, false, inf,
                    "The LM head computes the logits, the cross-entropy and their backward over the micro-batch's "
                    "positions in chunks whose fp32 logits take at most this many MiB (at least one position), so "

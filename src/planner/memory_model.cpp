@@ -242,6 +242,7 @@ MemoryEstimate estimate_memory(const Config& cfg, const ClusterSpec& cluster, co
   shape.flash_attention = kTridentFlashAttention;
   const double per_layer = layer_activation_bytes(shape, l.recompute);
   const bool bf16 = cfg.train.precision == Precision::BF16;
+  const bool working_copy = cfg.train.bf16_working_copy();
   ActivationShape fp32_shape = shape;
   fp32_shape.elem_bytes = fp32_shape.residual_bytes = 4;
   const double sbh = shape.seq * shape.micro_batch * shape.hidden;
@@ -260,7 +261,7 @@ MemoryEstimate estimate_memory(const Config& cfg, const ClusterSpec& cluster, co
     // bf16: the working copy is fp32 storage of bf16 values, and its fp32 masters sit beside the moments
     // in the optimizer's range (ZeRO-3's partitions are the masters themselves).
     const bool zero3 = l.dp > 1 && l.zero >= 3;
-    if (bf16 && !zero3) st.states.master_weights = 4.0 * st.params / (l.dp > 1 && l.zero >= 1 ? l.dp : 1);
+    if (working_copy && !zero3) st.states.master_weights = 4.0 * st.params / (l.dp > 1 && l.zero >= 1 ? l.dp : 1);
     st.in_flight = microbatches_in_flight(l.schedule, l.pp, s, mb, l.virtual_stages);
     st.per_layer_activation = per_layer;
     st.activations = st.in_flight * double(st.layers) * per_layer;
@@ -297,8 +298,8 @@ MemoryEstimate estimate_memory(const Config& cfg, const ClusterSpec& cluster, co
     if (l.dp > 1 && l.zero >= 2) st.comm_buffers += zero2_gradient_staging_bytes(m, l, s, bf16_reduce ? e + 2.0 : e);
     // bf16 working copy: the broadcast of zero 1/2 passes two ranges' bf16 patterns at a time, ZeRO-3's
     // gather buffers have a bf16 companion each.
-    if (bf16 && l.dp > 1 && (l.zero == 1 || l.zero == 2)) st.states.parameters += 2.0 * 2.0 * st.params / l.dp;
-    if (zero3) st.comm_buffers += zero3_parameter_gather_bytes(m, l, bf16 ? e + 2.0 : e);
+    if (working_copy && l.dp > 1 && (l.zero == 1 || l.zero == 2)) st.states.parameters += 2.0 * 2.0 * st.params / l.dp;
+    if (zero3) st.comm_buffers += zero3_parameter_gather_bytes(m, l, working_copy ? e + 2.0 : e);
     if (l.pp > 1) st.comm_buffers += 2.0 * e * sbh;
     if (l.sequence_parallel && l.tp > 1) st.comm_buffers += e * sbh;
     st.gemm_copies = gemm_operand_copy_bytes(cfg, cluster, l, s == l.pp - 1);

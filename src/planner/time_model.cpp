@@ -136,7 +136,7 @@ TimeBreakdown estimate_time(const Config& cfg, const ClusterSpec& cluster, const
         // ZeRO-3 gathers the parameters before forward and again before backward, each layer's
         // prefetched while the previous one computes: only what outlasts the compute shows.
         // (bf16: the partitions are fp32 masters and the gathers move their bf16 rounding)
-        const double p = sm.params * (cfg.train.precision == Precision::BF16 ? 2.0 : e);
+        const double p = sm.params * (cfg.train.bf16_working_copy() ? 2.0 : e);
         const double ag = 2.0 * allgather_seconds(p, l.dp, dp_link) * slow;
         const double first = allgather_seconds(p / std::max<double>(1.0, double(m.layers)), l.dp, dp_link) * slow;
         st.dp_comm += std::max(first, ag - (st.forward + st.backward + st.recompute));
@@ -164,7 +164,7 @@ TimeBreakdown estimate_time(const Config& cfg, const ClusterSpec& cluster, const
   // mesh.grad_reduce_dtype = "bf16" reduces 2-byte gradients; a bf16 working copy's ranges are
   // broadcast as bf16 (its values are bf16 values).
   const bool bf16_reduce = cfg.mesh.grad_reduce_dtype == Precision::BF16;
-  const bool bf16_params = cfg.train.precision == Precision::BF16;
+  const bool bf16_params = cfg.train.bf16_working_copy();
   const double grad_bytes = bf16_reduce ? 2.0 : e, param_bytes = bf16_params ? 2.0 : e;
   double tail = 0, slack = 0;
   bool have_tail = false;

@@ -99,9 +99,9 @@ Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh, Use us
     }
   });
   make_gradient_reducer();
-  // bf16: the model computes with a bf16 working copy; the fp32 masters are the optimizer's (ZeRO-3:
-  // its partitions, and its gathers round).
-  const bool masters = cfg_.train.precision == Precision::BF16 && !(reducer_ && reducer_->zero() == 3);
+  // A bf16 working copy (train.bf16_parameters): the fp32 masters are the optimizer's (ZeRO-3: its
+  // partitions, and its gathers round).
+  const bool masters = cfg_.train.bf16_working_copy() && !(reducer_ && reducer_->zero() == 3);
   allocating("the AdamW moments", [&] {
     for (int c = 0; c < v; ++c) {
       const auto& layout = chunks_[size_t(c)]->layout();
@@ -205,7 +205,7 @@ void Trainer::make_gradient_reducer() {
   o.overlap = cfg_.mesh.overlap_grad_reduce;
   o.micro_batches = int(cfg_.micro_batches_per_step());
   o.bf16 = cfg_.mesh.grad_reduce_dtype == Precision::BF16;
-  o.bf16_parameters = cfg_.train.precision == Precision::BF16;
+  o.bf16_parameters = cfg_.train.bf16_working_copy();
   reducer_ = std::make_unique<GradientReducer>(mesh_->dp(), k_, chunks, deferred, o);
 }
 

@@ -71,7 +71,8 @@ const std::string kMeshKeys =
     "bucket_mb, overlap_grad_reduce, grad_reduce_dtype";
 const std::string kTrainKeys =
     "steps, micro_batch, global_batch, lr, min_lr, warmup_steps, lr_schedule, weight_decay, beta1, beta2, eps, "
-    "grad_clip, recompute, precision, matmul_precision, logits_chunk_mib, sample_every, sample_tokens, sample_prompt";
+    "grad_clip, recompute, precision, matmul_precision, bf16_parameters, logits_chunk_mib, sample_every, "
+    "sample_tokens, sample_prompt";
 const std::string kSections = "model, mesh, train, data, checkpoint, runtime";
 const std::string kLpsAllowed = "an array of pp*virtual_stages integers in [1, 2147483647] that sum to model.layers";
 const std::string kScheduleAllowed = "one of \"gpipe\", \"1f1b\", \"interleaved\"";
@@ -396,6 +397,7 @@ std::vector<KeyRow> key_rows() {
       {"train", "precision", "string", "\"fp32\"", "\"fp32\"", "one of \"fp32\", \"bf16\"", "", "", "", "", {}},
       {"train", "matmul_precision", "string", "\"fp32\"", "\"fp32\"", "one of \"fp32\", \"tf32\", \"bf16\"", "", "", "",
        "", {}},
+      {"train", "bf16_parameters", "boolean", "true", "true", "true or false", "", "", "", "", {}},
       {"train", "logits_chunk_mib", "float", "256", "256.0", "a number >= 0", "0.0", "-0.5", "1e300", "inf", {}},
       {"train", "sample_every", "integer", "0", "0", "an integer in [0, 1099511627776]", "0", "-1", k2p40, k2p40Bad, {}},
       {"train", "sample_tokens", "integer", "64", "64", "an integer in [1, 1048576]", "1", "0", "1048576", "1048577", {}},
@@ -538,6 +540,7 @@ TEST(DeckDefaults, EmptyDeckIsConfigDefaultsWithDerivedFfn) {
   EXPECT_EQ(c.train.recompute, Recompute::None);
   EXPECT_EQ(c.train.precision, Precision::FP32);
   EXPECT_EQ(c.train.matmul_precision, MatmulPrecision::FP32);
+  EXPECT_TRUE(c.train.bf16_parameters);
   EXPECT_EQ(c.data.format, DataFormat::Text);
   EXPECT_EQ(c.data.path, "");
   EXPECT_EQ(c.data.val_path, "");
@@ -843,6 +846,7 @@ eps = 1e-6
 grad_clip = 0.5
 recompute = "selective"
 precision = "bf16"
+bf16_parameters = false
 
 [data]
 format = "megatron"
@@ -886,6 +890,8 @@ TEST(DeckRoundTrip, EveryKeyIsReadAndResolvedTomlReparsesToTheSameConfig) {
   EXPECT_DOUBLE_EQ(c.train.eps, 1e-6);
   EXPECT_EQ(c.train.recompute, Recompute::Selective);
   EXPECT_EQ(c.train.precision, Precision::BF16);
+  EXPECT_FALSE(c.train.bf16_parameters);
+  EXPECT_FALSE(c.train.bf16_working_copy());
   EXPECT_EQ(c.data.format, DataFormat::Megatron);
   EXPECT_EQ(c.data.order, DataOrder::Shuffle);
   EXPECT_EQ(c.data.seed, 99u);

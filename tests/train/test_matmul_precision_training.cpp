@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -115,6 +116,29 @@ TEST(Bf16WorkingCopy, ModelComputesWithTheBf16RoundingOfTheMastersAdamWUpdates) 
   EXPECT_GT(kept_only_by_masters, n / 100) << "of " << moved << " moved masters";
   std::printf("[bf16 working copy] %zu of %zu masters moved; the working copy of %zu of them did not\n", moved, n,
               kept_only_by_masters);
+}
+
+// train.bf16_parameters = false (PyTorch autocast's way): bf16 compute on the fp32 parameters
+// themselves: no masters, the optimizer state two moments, and after a step the parameters are the
+// fp32 AdamW update (most of them not bf16 values).
+TEST(Bf16WorkingCopy, Bf16ParametersFalseComputesWithTheFp32Parameters) {
+  Config cfg = parse_deck(
+      "[model]\nvocab_size = 256\nseq_len = 64\nlayers = 2\nhidden = 64\nheads = 4\nseed = 5\n"
+      "[train]\nsteps = 10\nmicro_batch = 4\nglobal_batch = 4\nlr = 2e-3\nwarmup_steps = 10\nprecision = \"bf16\"\n"
+      "bf16_parameters = false\n"
+      "[data]\nformat = \"text\"\npath = \"/usr/share/common-licenses/GPL-3\"\n[runtime]\npeak_tflops = 1.0\n",
+      "fp32_parameters.toml");
+  auto kernels = make_kokkos_kernels();
+  Trainer trainer(cfg, *kernels);
+  EXPECT_EQ(trainer.optimizer().masters(), nullptr);
+  const size_t n = size_t(trainer.model().layout().total());
+  EXPECT_EQ(trainer.optimizer().state_bytes(), int64_t(2 * n * sizeof(float)));
+  trainer.train_step(1);
+  std::vector<float> params(n);
+  kernels->copy_to_host(params.data(), trainer.model().params(), int64_t(n));
+  EXPECT_EQ(params, trainer.whole_parameters(0));
+  const auto unrounded = std::count_if(params.begin(), params.end(), [](float x) { return !same_bits(x, bf16_rounded(x)); });
+  EXPECT_GT(unrounded, int64_t(n / 2)) << "the parameters were rounded to bf16";
 }
 
 }  // namespace
