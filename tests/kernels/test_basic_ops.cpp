@@ -6,11 +6,14 @@
 #include <cstring>
 #include <limits>
 
+#include "common/bf16_arithmetic.hpp"
 #include "core/error.hpp"
 #include "kernel_test_util.hpp"
 
 namespace trident::kt {
 namespace {
+
+using trident::test::bf16_by_arithmetic;
 
 class BasicOpsTest : public KernelTest {};
 
@@ -53,19 +56,6 @@ TEST_P(BasicOpsTest, UploadsLetTheCallerReuseItsBufferAtOnce) {
   const VecF got = dst.host(), got_big = big.host();
   for (int64_t i = 0; i < n * uploads; ++i) ASSERT_EQ(got[i], float(i)) << "element " << i;
   for (int64_t i = 0; i < large; ++i) ASSERT_EQ(got_big[i], 0.5f * float(i)) << "element " << i;
-}
-
-// bf16 rounding computed without bit tricks: x to 8 significant bits, ties to even (nearbyint in the
-// default rounding mode), on bf16's grid (fp32's exponent range, so subnormals keep a fixed step of
-// 2^-133); past bf16's largest finite value, infinity.
-float bf16_by_arithmetic(float x) {
-  if (std::isnan(x) || std::isinf(x) || x == 0.0f) return x;
-  int e = 0;
-  std::frexp(double(x), &e);
-  const int step = std::max(e - 8, -133);
-  const double v = std::ldexp(std::nearbyint(std::ldexp(double(x), -step)), step);
-  if (std::fabs(v) > double(std::numeric_limits<float>::max())) return std::copysign(INFINITY, x);
-  return float(v);
 }
 
 // bf16 storage (train.precision = "bf16"): round_to_bf16 rounds in place to nearest, ties to even, and

@@ -5,9 +5,11 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <functional>
 #include <map>
 #include <tuple>
 
+#include "common/bf16_arithmetic.hpp"
 #include "common/test_support.hpp"
 #include "core/error.hpp"
 #include "data_parallel/zero_partition.hpp"
@@ -218,28 +220,38 @@ TEST(DataParallel, Bf16GradientReductionMatchesSerial) {
     }
 }
 
+// Step 1 of the workload at this world's dp and `zero`, with `extra` set: the bytes the DP group's
+// `op` counter moved during it and the step's gradient norm; `inspect` (if given) sees the trainer after.
+std::pair<double, double> step_one_bytes(int zero, const std::string& extra, CommOp op,
+                                         const std::function<void(Trainer&)>& inspect = {}) {
+  auto overrides = kWorkload;
+  overrides.insert(overrides.end(), {fmt::format("mesh.dp={}", world_size()), fmt::format("mesh.zero={}", zero), extra});
+  const Config cfg = small_deck(1009, overrides);
+  ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
+  connect(mesh, cfg);
+  Trainer trainer(cfg, test_kernels(), &mesh);
+  const int64_t before = mesh.dp().counters().bytes_of(op);
+  const double norm = trainer.train_step(1).grad_norm;
+  const double bytes = double(mesh.dp().counters().bytes_of(op) - before);
+  if (inspect) inspect(trainer);
+  return {bytes, norm};
+}
+
 // The bf16 reduction moves half the bytes of the fp32 one (the DP group's counters: zero 1's all-reduce
 // of every gradient element once per step, zero 2's reduces of every element at least once per
 // micro-batch: a tied embedding's gradient is written, and reduced, by the head and the embedding), and
 // its step-1 gradients differ from the fp32 reduction's by more than fp32's DP tolerance, so the test
 // above would see a reduction that stayed fp32.
 TEST(DataParallel, Bf16GradientReductionMovesHalfTheBytes) {
-  const int dp = world_size();
+  const int dp = world_size();  // (zero 2 reduces every micro-batch: 8 / dp of them)
   const double gradients = double(stored_elements_of_workload());
   for (const auto& [zero, op, reductions] : {std::tuple{1, CommOp::AllReduce, 1}, std::tuple{2, CommOp::Reduce, 8 / dp}}) {
     SCOPED_TRACE(fmt::format("zero {}", zero));
     std::vector<double> bytes, norms;
     for (const char* dtype : {"fp32", "bf16"}) {
-      auto overrides = kWorkload;
-      overrides.insert(overrides.end(), {fmt::format("mesh.dp={}", dp), fmt::format("mesh.zero={}", zero),
-                                         fmt::format("mesh.grad_reduce_dtype={}", dtype)});
-      const Config cfg = small_deck(1009, overrides);
-      ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
-      connect(mesh, cfg);
-      Trainer trainer(cfg, test_kernels(), &mesh);
-      const int64_t before = mesh.dp().counters().bytes_of(op);
-      norms.push_back(trainer.train_step(1).grad_norm);
-      bytes.push_back(double(mesh.dp().counters().bytes_of(op) - before));
+      const auto [moved, norm] = step_one_bytes(zero, fmt::format("mesh.grad_reduce_dtype={}", dtype), op);
+      bytes.push_back(moved);
+      norms.push_back(norm);
     }
     // 4 bytes per element or 2. zero 1: every gradient element once; the group's other all-reduces (the
     // loss and the norm's sums, a few doubles) are the same in both. zero 2: only gradient segments.
@@ -259,45 +271,30 @@ TEST(DataParallel, Bf16GradientReductionMovesHalfTheBytes) {
 // broadcast), and half of fp32 precision's gathers at zero 3. At zero 1/2 every rank's working copy is
 // then the bf16 rounding (this file's arithmetic) of the whole set of masters.
 TEST(DataParallel, Bf16WorkingCopyIsBroadcastAndGatheredInHalfTheBytes) {
-  const int dp = world_size();
   const int64_t total = stored_elements_of_workload();
-  const auto rounded = [](float x) {
-    if (x == 0.0f || !std::isfinite(x)) return x;
-    int e = 0;
-    std::frexp(double(x), &e);
-    return float(std::ldexp(std::nearbyint(std::ldexp(double(x), 8 - e)), e - 8));
+  // At zero 1/2: every working value is the rounding of its master, and the masters are not bf16 values.
+  const auto check_working_copy = [&](Trainer& trainer) {
+    const std::vector<float> masters = trainer.whole_parameters(0);
+    std::vector<float> working(masters.size());
+    test_kernels().copy_to_host(working.data(), trainer.model().params(), int64_t(working.size()));
+    int64_t differ = 0, unrounded = 0;
+    for (size_t i = 0; i < masters.size(); ++i) {
+      differ += working[i] != bf16_by_arithmetic(masters[i]);
+      unrounded += masters[i] != bf16_by_arithmetic(masters[i]);
+    }
+    EXPECT_EQ(differ, 0) << "working copy elements that are not the rounding of their master";
+    EXPECT_GT(unrounded, total / 2) << "the masters are bf16 values: were they rounded?";
   };
   for (int zero : {1, 2, 3}) {
     SCOPED_TRACE(fmt::format("zero {}", zero));
-    std::vector<double> bytes;
-    for (const char* precision : {"fp32", "bf16"}) {
-      auto overrides = kWorkload;
-      overrides.insert(overrides.end(), {fmt::format("mesh.dp={}", dp), fmt::format("mesh.zero={}", zero),
-                                         fmt::format("train.precision={}", precision)});
-      const Config cfg = small_deck(1009, overrides);
-      ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
-      connect(mesh, cfg);
-      Trainer trainer(cfg, test_kernels(), &mesh);
-      const int64_t before = mesh.dp().counters().bytes_of(CommOp::Broadcast);
-      trainer.train_step(1);
-      bytes.push_back(double(mesh.dp().counters().bytes_of(CommOp::Broadcast) - before));
-      if (zero == 3 || std::string(precision) == "fp32") continue;
-      const std::vector<float> masters = trainer.whole_parameters(0);
-      std::vector<float> working(masters.size());
-      test_kernels().copy_to_host(working.data(), trainer.model().params(), int64_t(working.size()));
-      int64_t differ = 0, unrounded = 0;
-      for (size_t i = 0; i < masters.size(); ++i) {
-        differ += working[i] != rounded(masters[i]);
-        unrounded += masters[i] != rounded(masters[i]);
-      }
-      EXPECT_EQ(differ, 0) << "working copy elements that are not the rounding of their master";
-      EXPECT_GT(unrounded, total / 2) << "the masters are bf16 values: were they rounded?";
-    }
+    const double fp32 = step_one_bytes(zero, "train.precision=fp32", CommOp::Broadcast).first;
+    const double bf16 = step_one_bytes(zero, "train.precision=bf16", CommOp::Broadcast,
+                                       zero < 3 ? check_working_copy : std::function<void(Trainer&)>{}).first;
     if (zero < 3) {
-      EXPECT_EQ(bytes[0], 4.0 * double(total));
+      EXPECT_EQ(fp32, 4.0 * double(total));
     }
-    EXPECT_GT(bytes[1], 0.0);
-    EXPECT_EQ(bytes[0], 2.0 * bytes[1]);
+    EXPECT_GT(bf16, 0.0);
+    EXPECT_EQ(fp32, 2.0 * bf16);
   }
 }
 

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/bf16_arithmetic.hpp"
 #include "common/test_support.hpp"
 #include "deck/deck.hpp"
 #include "kernels.hpp"
@@ -58,14 +59,6 @@ TEST(MatmulPrecisionTraining, Bf16AndTf32LossesStayWithinTwoPercentOfFp32) {
   }
 }
 
-// bf16 rounding by arithmetic (8 significant bits, ties to even), independent of trident's bit trick.
-float bf16_rounded(float x) {
-  if (x == 0.0f || !std::isfinite(x)) return x;
-  int e = 0;
-  std::frexp(double(x), &e);
-  return float(std::ldexp(std::nearbyint(std::ldexp(double(x), 8 - e)), e - 8));
-}
-
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 // One step of a bf16 run at a small learning rate (warm-up's first step: 2e-4): the masters move by
@@ -91,7 +84,7 @@ TEST(Bf16WorkingCopy, ModelComputesWithTheBf16RoundingOfTheMastersAdamWUpdates) 
   };
   const std::vector<float> masters0 = trainer.whole_parameters(0), working0 = working();
   for (size_t i = 0; i < n; ++i)
-    ASSERT_TRUE(same_bits(working0[i], bf16_rounded(masters0[i]))) << "element " << i << " at the start";
+    ASSERT_TRUE(same_bits(working0[i], bf16_by_arithmetic(masters0[i]))) << "element " << i << " at the start";
   const StepMetrics m = trainer.train_step(1);
   std::vector<float> g(n);
   kernels->copy_to_host(g.data(), trainer.range_gradients(0), int64_t(n));
@@ -105,7 +98,7 @@ TEST(Bf16WorkingCopy, ModelComputesWithTheBf16RoundingOfTheMastersAdamWUpdates) 
       const size_t i = size_t(j);
       const double expected = double(masters0[i]) * (1.0 - lr * wd) - lr * double(g[i]) / (std::fabs(double(g[i])) + eps);
       ASSERT_NEAR(masters1[i], expected, 1e-7 + 4e-7 * std::fabs(expected)) << t.name << " element " << j - t.offset;
-      ASSERT_TRUE(same_bits(working1[i], bf16_rounded(masters1[i]))) << t.name << " element " << j - t.offset;
+      ASSERT_TRUE(same_bits(working1[i], bf16_by_arithmetic(masters1[i]))) << t.name << " element " << j - t.offset;
       moved += masters1[i] != masters0[i];
       kept_only_by_masters += masters1[i] != masters0[i] && working1[i] == working0[i];
     }
@@ -137,7 +130,7 @@ TEST(Bf16WorkingCopy, Bf16ParametersFalseComputesWithTheFp32Parameters) {
   std::vector<float> params(n);
   kernels->copy_to_host(params.data(), trainer.model().params(), int64_t(n));
   EXPECT_EQ(params, trainer.whole_parameters(0));
-  const auto unrounded = std::count_if(params.begin(), params.end(), [](float x) { return !same_bits(x, bf16_rounded(x)); });
+  const auto unrounded = std::count_if(params.begin(), params.end(), [](float x) { return !same_bits(x, bf16_by_arithmetic(x)); });
   EXPECT_GT(unrounded, int64_t(n / 2)) << "the parameters were rounded to bf16";
 }
 
