@@ -449,6 +449,28 @@ TEST(GpuSimNccl, Bfloat16ReductionsRoundEachResultToBfloat16) {
   EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
 }
 
+// ncclBroadcast of bfloat16 (trident's bf16 working copy: the ZeRO 1/2 broadcast and ZeRO-3's gathers
+// move the parameters' bf16 patterns): from every root, every rank ends with the root's patterns bit for
+// bit, whatever they are (all 16 bits set here, a NaN pattern among them), in place.
+TEST(GpuSimNccl, Bfloat16BroadcastCopiesTheRootsPatternsFromEveryRoot) {
+  const ncclComm_t comm = world_comm();
+  const Stream s;
+  const int n = world_size(), me = world_rank();
+  const size_t count = 37;
+  const auto pattern = [](int r, size_t j) { return uint16_t(0x3f81u + 0x0101u * unsigned(r) + unsigned(j) * 0x0403u); };
+  for (int root = 0; root < n; ++root) {
+    std::vector<uint16_t> host(count);
+    for (size_t j = 0; j < count; ++j) host[j] = j == 5 ? uint16_t(0x7fc1u) : pattern(me, j);
+    Buffer<uint16_t> buf(host);
+    ASSERT_EQ(ncclBroadcast(buf.p, buf.p, count, ncclBfloat16, root, comm, s.s), ncclSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s.s), cudaSuccess);
+    const std::vector<uint16_t> got = buf.read();
+    for (size_t j = 0; j < count; ++j)
+      EXPECT_EQ(got[j], j == 5 ? uint16_t(0x7fc1u) : pattern(root, j)) << "root " << root << " at " << j;
+  }
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+}
+
 // ---- library and arguments ----
 
 TEST(GpuSimNccl, VersionAndErrorStrings) {
