@@ -243,7 +243,18 @@ void GptModel::norm_backward(float* dx, int64_t weight, int64_t bias, const floa
   }
 }
 
-void GptModel::layer_forward(Slot& sl, int64_t l, const LayerActs& a) {
+std::optional<GptModel::NextNorm> GptModel::norm_after(const Slot& sl, int64_t l) const {
+  if (l + 1 < L0_ + nl_) {
+    const LayerActs& next = acts_for(sl, l + 1);
+    const auto& p = layout_.layer(l + 1);
+    return NextNorm{next.ln1, next.ln1_mean, next.ln1_rstd, p.ln1_w, p.ln1_b, layer_range(l + 1)};
+  }
+  if (layout_.has_head())
+    return NextNorm{lnf_, lnf_mean_, lnf_rstd_, layout_.lnf_w(), layout_.lnf_b(), {layout_.lnf_w(), layout_.total()}};
+  return std::nullopt;
+}
+
+void GptModel::layer_forward(Slot& sl, int64_t l, const LayerActs& a, bool ln1_done, const NextNorm* next) {
   const auto& s = shapes_;
   const auto& p = layout_.layer(l);
   const int64_t N = N_, Nl = Nl_, C = s.C;
@@ -251,7 +262,7 @@ void GptModel::layer_forward(Slot& sl, int64_t l, const LayerActs& a) {
   const float* x = sl.residual[l - L0_];
   const PackedActs* pk = packed_for(sl, l);
   acquire_params(layer_range(l));
-  norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b);
+  if (!ln1_done) norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b);
   keep(a.ln1, pk, &PackedActs::ln1, Nl * C);
   k_.matmul_forward(a.qkv, to_full(a.ln1, C), param(p.qkv_w), optional_param(p.qkv_b), N, C, QKVl_);
   if (s.rope) k_.rope_forward(a.qkv, rope_table_, B_, s.T, NHl_, KVHl_, s.HD, 0, s.T);
@@ -275,7 +286,12 @@ void GptModel::layer_forward(Slot& sl, int64_t l, const LayerActs& a) {
   k_.matmul_forward(partial_for(out), a.fchg, param(p.fc_proj_w), bias_here ? optional_param(p.fc_proj_b) : nullptr, N,
                     Fl_, C);
   from_partial(partial_for(out), out, C);
-  k_.accumulate(out, a.x2, Nl * C);  // out = x2 + mlp
+  if (next) {  // out = x2 + mlp, and the next norm of it
+    acquire_params(next->segment);
+    residual_norm_forward(next->out, next->mean, next->rstd, out, a.x2, next->weight, next->bias);
+  } else {
+    k_.accumulate(out, a.x2, Nl * C);
+  }
   release_params(layer_range(l));
 }
 
@@ -327,7 +343,7 @@ void GptModel::layer_backward(Slot& sl, int64_t l, const LayerActs& a) {
 // Final LN, then the logits and the vocab-parallel fused cross-entropy chunk by chunk of rows; with_grad:
 // each chunk's LM-head backward right after its loss (the chunk's logits then hold its gradient), then
 // the final LN's backward into s.dtop. The per-position losses are summed onto loss_sum_.
-void GptModel::head_forward(Slot& sl, const int32_t* targets, float dloss_scale, bool with_grad) {
+void GptModel::head_forward(Slot& sl, const int32_t* targets, float dloss_scale, bool with_grad, bool lnf_done) {
   const int64_t N = N_, Nl = Nl_, C = shapes_.C;
   const float* top = sl.residual[nl_];
   const std::pair<int64_t, int64_t> tail{layout_.lnf_w(), layout_.total()};  // ln_f and an untied lm_head
@@ -335,7 +351,7 @@ void GptModel::head_forward(Slot& sl, const int32_t* targets, float dloss_scale,
   acquire_params(tail);
   if (shapes_.tied) acquire_params(wte);
   k_.copy_to_device_int(targets_, targets, N);
-  norm_forward(lnf_, lnf_mean_, lnf_rstd_, top, layout_.lnf_w(), layout_.lnf_b());
+  if (!lnf_done) norm_forward(lnf_, lnf_mean_, lnf_rstd_, top, layout_.lnf_w(), layout_.lnf_b());
   const float* lnf_full = to_full(lnf_, C);  // stays intact: nothing is gathered until the head's end
   if (with_grad) {
     open_grads(tail.first, tail.second);
@@ -403,14 +419,17 @@ int GptModel::forward(const int32_t* tokens, const float* input, const int32_t* 
     } else if (layout_.has_head()) {
       prefetch_params({layout_.lnf_w(), layout_.total()});
     }
-    layer_forward(sl, l, acts_for(sl, l));
+    const std::optional<NextNorm> next = norm_after(sl, l);
+    layer_forward(sl, l, acts_for(sl, l), l > L0_, next ? &*next : nullptr);
+    if (l > L0_) release_params(layer_range(l));  // acquired for its ln_1 by layer l - 1
   }
   if (layout_.has_head()) {
     if (with_grad && hooks_.writing) {
       hooks_.writing(layout_.lnf_w(), layout_.total());
       if (shapes_.tied) hooks_.writing(layout_.wte(), layout_.wte() + Vl_ * shapes_.C);  // the LM head is wte
     }
-    head_forward(sl, targets, dloss_scale, with_grad);
+    head_forward(sl, targets, dloss_scale, with_grad, nl_ > 0);
+    if (nl_ > 0) release_params({layout_.lnf_w(), layout_.total()});  // acquired for ln_f by the last layer
     if (with_grad && hooks_.final_from) hooks_.final_from(layout_.lnf_w());
   }
   return index;

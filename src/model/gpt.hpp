@@ -14,6 +14,12 @@
 //   full       only each layer's input is kept; the layer's forward is rerun before its backward.
 // Kernels are deterministic, so the three modes give bit-identical losses and gradients.
 //
+// Each residual add is fused with the norm that follows it (Kernels::residual_layernorm_forward, the
+// same bits as the add and then the norm): x + attn with the layer's ln_2, and in a forward pass the
+// layer's output x + mlp with the next layer's ln_1, or with ln_f after the chunk's last layer when it
+// holds the head (llm.c's fused_residual_forward). A layer rerun inside backward (full recompute)
+// computes its own ln_1 and adds alone.
+//
 // train.precision = "bf16" (Precision::BF16): the activations a layer keeps for backward, its norm
 // outputs, q|k|v, attention output, MLP pre-activation and activation, are rounded to bf16
 // (Kernels::round_to_bf16) as soon as they are produced, so forward goes on with the rounded values, and
@@ -30,6 +36,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -241,8 +248,21 @@ class GptModel {
   int acquire_slot();
   void free_slot(Slot& s);
   const LayerActs& acts_for(const Slot& s, int64_t l) const;
+  // The norm a layer's output add is fused with: its output, statistics and parameters (flat offsets,
+  // bias -1 for none), and the segment holding them, which the layer acquires for it and the forward
+  // loop releases once the norm's own layer (or the head) has run.
+  struct NextNorm {
+    float *out, *mean, *rstd;
+    int64_t weight, bias;
+    std::pair<int64_t, int64_t> segment;
+  };
+  // In a forward pass, the norm after layer l: layer l + 1's ln_1 in this chunk, or ln_f when l is the
+  // chunk's last layer and the chunk holds the head; none for the last layer of a chunk without it.
+  std::optional<NextNorm> norm_after(const Slot& s, int64_t l) const;
   // Layer l's forward from residual[i] into residual[i+1] (i = l - layer_begin), with activations in `a`.
-  void layer_forward(Slot& s, int64_t l, const LayerActs& a);
+  // ln1_done: a.ln1 and its statistics hold ln_1 of the input already (the previous layer's fused add);
+  // next: the norm fused with the output add (null: the add alone).
+  void layer_forward(Slot& s, int64_t l, const LayerActs& a, bool ln1_done = false, const NextNorm* next = nullptr);
   void layer_backward(Slot& s, int64_t l, const LayerActs& a);
   // LayerNorm or RMSNorm of this rank's rows (weight, bias: flat offsets; bias -1 for none).
   void norm_forward(float* out, float* mean, float* rstd, const float* x, int64_t weight, int64_t bias);
@@ -254,7 +274,8 @@ class GptModel {
   void sum_over_replicas(const ParamTensor& t, float* g, int64_t n);
   // Head: final LN, then logits and the vocab-parallel cross-entropy chunk by chunk (losses summed onto
   // loss_sum_); with_grad: each chunk's LM-head backward at once, then the final LN's into s.dtop.
-  void head_forward(Slot& s, const int32_t* targets, float dloss_scale, bool with_grad);
+  // lnf_done: lnf_ and its statistics hold ln_f already (the last layer's fused add).
+  void head_forward(Slot& s, const int32_t* targets, float dloss_scale, bool with_grad, bool lnf_done);
   // Rows [r0, r0 + n) of the head (n <= head_rows_): logits, loss, and with_grad their gradients.
   void head_rows(int64_t r0, int64_t n, const float* lnf_full, float dloss_scale, bool with_grad);
   // The two TP communication primitives (identity when tp = 1):
