@@ -59,6 +59,8 @@ inline constexpr int64_t kCheckpointFormatVersion = 1;
 //   * DP replicas hold the same parameters: only dp rank 0 sets params_owner. Without ZeRO they hold
 //     the same optimizer state too: only dp rank 0 sets optim_owner. With ZeRO-1/2 every DP rank owns
 //     its partition [optim_begin, optim_end) of the optimizer state.
+//   * Parameters that live in the optimizer's range (params_in_range: ZeRO-3's partitions, a bf16
+//     run's fp32 masters) are written like the optimizer state: each optim_owner its range.
 //   * A tensor held by two pipeline stages (the tied embedding: transformer.wte.weight on the first
 //     stage's first chunk, used as the LM head by the last stage's last chunk) is written by the
 //     LOWEST pipeline stage that holds it; the other chunk lists its name in not_owned.
@@ -77,6 +79,10 @@ struct RankShard {
   int64_t optim_end = -1;       // -1: layout->total()
   bool params_owner = true;
   bool optim_owner = true;
+  // params holds the optimizer range's values only, indexed and owned like the moments (params[k] is
+  // element optim_begin + k; written by optim_owner): ZeRO-3's partitions and a bf16 run's masters
+  // are written where they live, nothing gathered. False: all layout->total() values.
+  bool params_in_range = false;
   std::vector<std::string> not_owned;  // tensors held here but written by a lower pipeline stage
 
   int64_t optim_stop() const { return optim_end < 0 ? layout->total() : optim_end; }

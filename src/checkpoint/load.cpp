@@ -67,8 +67,7 @@ CheckpointHeader load_checkpoint(const std::string& path, const Config& cfg, con
     for (const auto& shard : shards)
       for (const Kind& kind : kinds)
         if (float* buffer = shard.*(kind.buffer))
-          std::fill(buffer, buffer + (kind.optimizer ? shard.optim_stop() - shard.optim_begin : shard.layout->total()),
-                    0.f);
+          std::fill(buffer, buffer + buffer_elements(shard, kind), 0.f);
     std::vector<float> packed;
     for (const Kind& kind : kinds) {
       // Master weights from the parameters when the checkpoint kept none (an fp32 run).

@@ -13,6 +13,12 @@ namespace trident::ckpt {
 
 using h5::Handle;
 
+bool in_optimizer_range(const RankShard& shard, const Kind& kind) { return kind.optimizer || shard.params_in_range; }
+
+int64_t buffer_elements(const RankShard& shard, const Kind& kind) {
+  return in_optimizer_range(shard, kind) ? shard.optim_stop() - shard.optim_begin : shard.layout->total();
+}
+
 Part part_of(const Held& held, const Kind& kind) {
   Part p;
   if (!held.tensor) return p;
@@ -21,7 +27,8 @@ Part part_of(const Held& held, const Kind& kind) {
   p.buffer = shard.*(kind.buffer);
   const ParameterLayout& L = *shard.layout;
   int64_t begin = 0, end = t->numel;
-  if (kind.optimizer) {
+  const bool ranged = in_optimizer_range(shard, kind);
+  if (ranged) {
     const int64_t ob = shard.optim_begin, oe = shard.optim_stop();
     begin = std::max(t->offset, ob) - t->offset;
     end = std::min(t->offset + t->numel, oe) - t->offset;
@@ -35,7 +42,7 @@ Part part_of(const Held& held, const Kind& kind) {
   // Tensors replicated over the TP group (LayerNorms, wpe, row-parallel biases): TP rank 0 owns them;
   // a slice held by several ranks (k_proj, v_proj with tp > kv_heads): the first of them.
   const bool tp_replica = (t->split == TpSplit::None && L.tp_rank() != 0) || L.tp_rank() % t->replicas != 0;
-  p.owner = !listed && !tp_replica && (kind.optimizer ? shard.optim_owner : shard.params_owner);
+  p.owner = !listed && !tp_replica && (ranged ? shard.optim_owner : shard.params_owner);
   return p;
 }
 

@@ -22,7 +22,8 @@ namespace trident::ckpt {
 struct Kind {
   const char* group;
   float* RankShard::*buffer;
-  bool optimizer;  // indexed by the optimizer range, owned by optim_owner
+  bool optimizer;  // optimizer state: indexed by the optimizer range, owned by optim_owner (as are the
+                   // parameters of a shard with params_in_range)
 };
 inline const Kind kParams{kModelGroup, &RankShard::params, false};
 inline const Kind kExpAvg{kExpAvgGroup, &RankShard::exp_avg, true};
@@ -43,6 +44,10 @@ struct Held {
   const RankShard* shard = nullptr;
   const ParamTensor* tensor = nullptr;
 };
+
+// Whether the shard's buffer of `kind` holds the optimizer range (else the whole layout), and its size.
+bool in_optimizer_range(const RankShard& shard, const Kind& kind);
+int64_t buffer_elements(const RankShard& shard, const Kind& kind);
 
 Part part_of(const Held& held, const Kind& kind);
 

@@ -71,13 +71,19 @@ TrainingCheckpoints::~TrainingCheckpoints() = default;
 // Ownership (see RankShard): DP replicas hold the same parameters, written by dp rank 0; without
 // ZeRO the same optimizer state too, while with ZeRO each DP rank owns its partition. The LM head's
 // copy of a tied embedding (a last chunk without the embedding) is written by the first stage.
-// On a host backend the shards are the model's and optimizer's own buffers (no second copy of the
-// rank's state during a load or a write); otherwise, and with ZeRO-3 (whose chunk is gathered for a
-// write), host staging buffers of the same sizes.
-TrainingCheckpoints::Staging TrainingCheckpoints::make_staging() const {
+// Parameters kept in the optimizer's range (ZeRO-3, a bf16 working copy's masters) are written by
+// range, like the moments, so no rank gathers its chunk. On a host backend the shards are the
+// model's and optimizer's own buffers (no second copy of the rank's state); otherwise, and for a load
+// that needs the whole chunk where the optimizer keeps a range, host staging buffers.
+float* TrainingCheckpoints::parameters_in_range(size_t c) const {
+  if (zero3_) return reducer_->range_parameters(int(c));
+  return optimizers_[c]->masters();
+}
+
+TrainingCheckpoints::Staging TrainingCheckpoints::make_staging(StagingFor use) const {
   Staging st;
-  // (a bf16 working copy: the file holds the fp32 masters, the model their rounding)
-  st.in_place = k_.host_memory() && !zero3_ && !optimizers_[0]->masters();
+  const bool write = use == StagingFor::Write;
+  st.in_place = k_.host_memory() && (write || parameters_in_range(0) == nullptr);
   if (st.in_place) k_.fence();
   const int dp_rank = mesh_ ? mesh_->coord().dp : 0;
   for (size_t c = 0; c < chunks_.size(); ++c) {
@@ -88,7 +94,10 @@ TrainingCheckpoints::Staging TrainingCheckpoints::make_staging() const {
     s.layout = &layout;
     // Uninitialised: the pages cost nothing until a load or a copy fills them.
     const auto staging = [&](int64_t n) { return st.buffers.emplace_back(new float[size_t(n)]).get(); };
-    s.params = st.in_place ? chunks_[c]->params() : staging(layout.total());
+    float* ranged = parameters_in_range(c);
+    s.params_in_range = write && ranged;
+    const int64_t param_count = s.params_in_range ? moments : layout.total();
+    s.params = !st.in_place ? staging(param_count) : s.params_in_range ? ranged : chunks_[c]->params();
     s.exp_avg = st.in_place ? optimizers_[c]->exp_avg() : staging(moments);
     s.exp_avg_sq = st.in_place ? optimizers_[c]->exp_avg_sq() : staging(moments);
     s.optim_begin = optimizer.begin();
@@ -111,7 +120,7 @@ int64_t TrainingCheckpoints::resume() {
   if (c.resume == "auto" && c.dir.empty()) return 0;
 
   const auto start = std::chrono::steady_clock::now();
-  Staging st = make_staging();
+  Staging st = make_staging(StagingFor::Load);
   const auto point = resume_checkpoint(cfg_, st.shards, comm_);
   if (!point) return 0;  // resume_checkpoint said "no checkpoint in DIR: starting fresh"
   for (size_t i = 0; i < chunks_.size() && !st.in_place; ++i) {
@@ -155,23 +164,15 @@ void TrainingCheckpoints::after_step(int64_t step, double loss) {
   const auto decision = schedule_.should_write(step);
   if (!decision.write) return;
   const auto start = std::chrono::steady_clock::now();
-  Staging st = make_staging();
+  Staging st = make_staging(StagingFor::Write);
   // write_checkpoint reads only what a shard owns: replicas skip the copy (and never touch the
   // staging pages), so the cost per rank falls with dp.
   for (size_t i = 0; i < chunks_.size() && !st.in_place; ++i) {
     const RankShard& s = st.shards[i];
     const int64_t moments = s.optim_stop() - s.optim_begin;
-    // ZeRO-3, and the fp32 masters of a bf16 working copy at ZeRO 1/2: the chunk gathered over DP
-    // (collective; every DP rank takes part, dp rank 0 writes).
-    const float* masters = optimizers_[i]->masters();
-    const bool ranged = s.optim_begin > 0 || s.optim_stop() < s.layout->total();
-    if (zero3_)
-      reducer_->whole_parameters(int(i), s.params);
-    else if (masters && ranged)
-      reducer_->whole_from_ranges(int(i), masters, s.params);
-    else if (masters && s.params_owner)
-      k_.copy_to_host(s.params, masters, s.layout->total());
-    else if (s.params_owner)
+    if (s.params_in_range && s.optim_owner)
+      k_.copy_to_host(s.params, parameters_in_range(i), moments);
+    else if (!s.params_in_range && s.params_owner)
       k_.copy_to_host(s.params, chunks_[i]->params(), s.layout->total());
     if (s.optim_owner) {
       k_.copy_to_host(s.exp_avg, optimizers_[i]->exp_avg(), moments);

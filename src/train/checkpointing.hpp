@@ -56,7 +56,13 @@ class TrainingCheckpoints {
     std::vector<RankShard> shards;
     bool in_place = false;  // the shards point at the backend's own (host) buffers
   };
-  Staging make_staging() const;
+  // A load fills every chunk's whole parameters (a bf16 run's masters and ZeRO-3's partitions are
+  // taken from them); a write takes the parameters from where the optimizer keeps them, range by range.
+  enum class StagingFor { Load, Write };
+  Staging make_staging(StagingFor use) const;
+  // The chunk's parameters as the optimizer keeps them, over its range: ZeRO-3's partition, or a bf16
+  // working copy's fp32 masters; null when the model's own parameters are the values to save.
+  float* parameters_in_range(size_t c) const;
 
   Config cfg_;
   Kernels& k_;

@@ -365,6 +365,51 @@ TEST_P(CheckpointRoundTrip, ZeroPartitionsAndReplicatedTensorParallel) {
   }
 }
 
+// Parameters kept by ZeRO range (params_in_range: ZeRO-3's partitions, a bf16 run's masters) are written
+// by each rank from its range alone, like the moments: the file holds the whole model, read back whole
+// into the serial and the tp = world layouts, and by range again.
+TEST_P(CheckpointRoundTrip, ParametersWrittenFromTheirZeroRanges) {
+  ScopedEnv io("TRIDENT_CHECKPOINT_IO", GetParam());
+  const Reference& ref = reference();
+  const ParameterLayout serial(GptShapes::from(ref.cfg().model, 1), 0, 1);
+  const int64_t total = serial.total();
+  // Uneven, odd boundaries so that ranges cut rows of every kind of tensor.
+  const int64_t b = total * rank() / world() + (rank() > 0 ? 37 : 0);
+  const int64_t e = rank() + 1 == world() ? total : total * (rank() + 1) / world() + 37;
+  const auto range_of = [&](const std::vector<float>& whole) {
+    return std::vector<float>(whole.begin() + b, whole.begin() + e);
+  };
+  std::vector<float> params = range_of(ref.whole3.params), m = range_of(ref.whole3.m), v = range_of(ref.whole3.v);
+  RankShard z;
+  z.layout = &serial;
+  z.params = params.data();
+  z.exp_avg = m.data();
+  z.exp_avg_sq = v.data();
+  z.optim_begin = b;
+  z.optim_end = e;
+  z.params_in_range = true;
+  const std::string dir = shared_dir("trident-ckpt-ranged");
+  Config cfg = ref.cfg();
+  cfg.checkpoint.dir = dir;
+  const std::string path = write_checkpoint(dir, cfg, z, progress_after_step(cfg, 3, NAN), MPI_COMM_WORLD);
+
+  HostState w = empty_state(serial);
+  w.shard.params_owner = w.shard.optim_owner = rank() == 0;
+  load_checkpoint(path, ref.cfg(), w.shard, MPI_COMM_WORLD);
+  EXPECT_TRUE(bitwise_equal(w.params, ref.whole3.params));
+  EXPECT_TRUE(bitwise_equal(w.v, ref.whole3.v));
+  const HostState r = load(path, ref.layout());
+  EXPECT_TRUE(bitwise_equal(r.params, ref.h3.params));
+  EXPECT_TRUE(bitwise_equal(r.m, ref.h3.m));
+
+  std::vector<float> back(size_t(e - b)), back_m(size_t(e - b)), back_v(size_t(e - b));
+  z.params = back.data();
+  z.exp_avg = back_m.data();
+  z.exp_avg_sq = back_v.data();
+  load_checkpoint(path, ref.cfg(), z, MPI_COMM_WORLD);
+  EXPECT_TRUE(bitwise_equal(back, range_of(ref.whole3.params)));
+}
+
 INSTANTIATE_TEST_SUITE_P(Transfers, CheckpointRoundTrip, ::testing::Values("independent", "collective"));
 
 TEST(CheckpointResume, InterruptedAndResumedEqualsUninterrupted) {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <tuple>
@@ -18,6 +19,8 @@
 #include "parallel/parallel_test_util.hpp"
 
 namespace trident::test {
+
+namespace fs = std::filesystem;
 namespace {
 
 const std::vector<std::string> kWorkload = {"model.layers=4", "train.global_batch=16", "train.micro_batch=2",
@@ -297,6 +300,47 @@ TEST(DataParallel, Bf16WorkingCopyIsBroadcastAndGatheredInHalfTheBytes) {
     EXPECT_EQ(fp32, 2.0 * bf16);
   }
 }
+
+// ZeRO-3's partitions and a bf16 run's fp32 masters are written to a checkpoint from the ranges where
+// they live (RankShard::params_in_range): writing one moves nothing over the DP group, whose counters
+// after two steps that write a checkpoint each equal those of the same two steps without checkpoints
+// (the write used to gather every chunk to every DP rank). That the file holds the whole model, and
+// resumes bit for bit, is test_train_checkpoints_zero's part.
+TEST(DataParallel, CheckpointWritesMoveNothingOverTheDpGroup) {
+  std::string dir;
+  if (world_rank() == 0) dir = make_temp_dir("trident-dp-ckpt");
+  int n = int(dir.size());
+  MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  dir.resize(size_t(n));
+  MPI_Bcast(dir.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
+  const auto dp_bytes = [&](int zero, const char* precision, const std::string& checkpoint_dir) {
+    auto overrides = kWorkload;
+    overrides.insert(overrides.end(), {fmt::format("mesh.dp={}", world_size()), fmt::format("mesh.zero={}", zero),
+                                       fmt::format("train.precision={}", precision), "train.steps=2",
+                                       "data.val_every=0"});
+    if (!checkpoint_dir.empty())
+      overrides.insert(overrides.end(), {"checkpoint.every_steps=1", fmt::format("checkpoint.dir={}", checkpoint_dir)});
+    const Config cfg = small_deck(1009, overrides);
+    ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
+    connect(mesh, cfg);
+    Trainer trainer(cfg, test_kernels(), &mesh);
+    trainer.run();
+    return mesh.dp().counters().total_bytes();
+  };
+  for (const auto& [zero, precision] : {std::pair{3, "fp32"}, std::pair{2, "bf16"}, std::pair{3, "bf16"}}) {
+    SCOPED_TRACE(fmt::format("zero {}, {}", zero, precision));
+    const std::string run_dir = fmt::format("{}/zero{}-{}", dir, zero, precision);
+    const int64_t without = dp_bytes(zero, precision, ""), with = dp_bytes(zero, precision, run_dir);
+    EXPECT_GT(without, 0);
+    EXPECT_EQ(with, without);
+    if (world_rank() == 0) {
+      EXPECT_TRUE(fs::exists(run_dir + "/step_00000002.h5"));
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) fs::remove_all(dir);
+}
+
 
 // The optimizer state a ZeRO rank holds, against bytes computed from the shapes and the partition
 // rule (docs: contiguous ranges of whole 64-element units, units split as evenly as integers allow,
