@@ -7,8 +7,10 @@
 # texts through GPT-2's tokenizer, windows in order: the reference's sampler is data.order =
 # "sequential"). The issue's shape: 6 layers, hidden 384, 6 heads, GPT-2's vocabulary of 50257, seq 256,
 # 2 sequences per step, the optimizer settings of bf16_vs_fp32.sh (lr 6e-4, cosine to 6e-5 after 30
-# warm-up steps, weight decay 0.1, clipping at 1). Prints the largest relative loss difference after
-# step 20 and exits 1 past 2%. The two runs go side by side, one thread each.
+# warm-up steps, weight decay 0.1, clipping at 1). Trident also trains the same run in fp32 (after its
+# bf16 run, while PyTorch still runs), so both of #26's criteria are read on one stream: bf16 against
+# fp32 and against autocast. Prints the largest relative loss difference after step 20 of each and
+# exits 1 if either passes 2%. One thread per process, trident's runs beside PyTorch's.
 #   benchmarks/precision/bf16_vs_pytorch_autocast.sh [BUILD_DIR] [STEPS]
 # KEEP=DIR keeps both runs' losses and logs there. BF16_PARAMS=1 gives PyTorch bf16 parameters over
 # float masters as well (`--bf16-params`: Megatron-LM's bf16, and trident's train.precision = "bf16"
@@ -31,37 +33,46 @@ shards=("$tmp"/licenses_train_*.bin)
   --hidden 384 --heads 6 --seed 26 >/dev/null
 
 lr=6e-4 min_lr=6e-5 warmup=30
-OPENBLAS_NUM_THREADS=1 "$build/trident" train input/quickstart.toml --set model.layers=6 --set model.hidden=384 \
-  --set model.heads=6 --set model.seq_len=256 --set model.init_from="$tmp/init.safetensors" \
-  --set train.micro_batch=2 --set train.global_batch=2 --set train.steps="$steps" --set train.warmup_steps=$warmup \
-  --set train.lr=$lr --set train.min_lr=$min_lr --set train.lr_schedule=cosine --set train.weight_decay=0.1 \
-  --set train.beta1=0.9 --set train.beta2=0.95 --set train.eps=1e-8 --set train.grad_clip=1.0 \
-  --set train.sample_every=0 --set data.val_every=0 --set data.order=sequential \
-  --set data.path="${shards[0]}" --set data.val_path="" --set checkpoint.dir="" \
-  --set "$key"=bf16 ${TRIDENT_FP32_PARAMETERS:+--set train.bf16_parameters=false} --set runtime.log_every=50 --set runtime.metrics="$tmp/trident.jsonl" \
-  >"$tmp/trident.log" 2>&1 &
+trident_run() {  # NAME --set ...: trident's run of this shape, data and optimizer, metrics in $tmp/NAME.jsonl
+  local name=$1
+  shift
+  OPENBLAS_NUM_THREADS=1 "$build/trident" train input/quickstart.toml --set model.layers=6 --set model.hidden=384 \
+    --set model.heads=6 --set model.seq_len=256 --set model.init_from="$tmp/init.safetensors" \
+    --set train.micro_batch=2 --set train.global_batch=2 --set train.steps="$steps" --set train.warmup_steps=$warmup \
+    --set train.lr=$lr --set train.min_lr=$min_lr --set train.lr_schedule=cosine --set train.weight_decay=0.1 \
+    --set train.beta1=0.9 --set train.beta2=0.95 --set train.eps=1e-8 --set train.grad_clip=1.0 \
+    --set train.sample_every=0 --set data.val_every=0 --set data.order=sequential \
+    --set data.path="${shards[0]}" --set data.val_path="" --set checkpoint.dir="" \
+    --set runtime.log_every=50 --set runtime.metrics="$tmp/$name.jsonl" "$@" >"$tmp/$name.log" 2>&1
+}
+(trident_run trident --set "$key"=bf16 ${TRIDENT_FP32_PARAMETERS:+--set train.bf16_parameters=false} &&
+  trident_run trident_fp32 --set train.precision=fp32) &
 trident_pid=$!
 OMP_NUM_THREADS=1 /usr/bin/python3 "$reference" train --weights "$tmp/init.safetensors" --data "${shards[0]}" \
   --heads 6 --steps "$steps" --global-batch 2 --micro-batch 2 --lr $lr --min-lr $min_lr --warmup $warmup \
   --schedule cosine --weight-decay 0.1 --beta1 0.9 --beta2 0.95 --eps 1e-8 --grad-clip 1.0 \
   --dtype float32 --autocast bf16 ${BF16_PARAMS:+--bf16-params} --json "$tmp/pytorch.json" >/dev/null \
   2>"$tmp/pytorch.log"
-wait "$trident_pid" || { echo "trident failed:" >&2; tail -5 "$tmp/trident.log" >&2; exit 2; }
+wait "$trident_pid" || { echo "trident failed:" >&2; tail -5 "$tmp"/trident*.log >&2; exit 2; }
 
-/usr/bin/python3 - "$tmp/trident.jsonl" "$tmp/pytorch.json" <<'PY'
+/usr/bin/python3 - "$tmp/trident.jsonl" "$tmp/pytorch.json" "$tmp/trident_fp32.jsonl" <<'PY'
 import json, sys
 ours = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[1])) if "loss" in r}
-theirs = {r["step"]: r["loss"] for r in json.load(open(sys.argv[2]))["steps"]}
-if set(ours) != set(theirs):
-    sys.exit(f"the runs logged different steps: {len(ours)} against {len(theirs)}")
-diffs = {s: abs(ours[s] - theirs[s]) / theirs[s] for s in ours}
-late = [s for s in diffs if s > 20]
-if not late:
-    sys.exit(f"{len(diffs)} steps: nothing after step 20 to compare (step-1 difference {diffs[1]:.2e})")
-worst = max(late, key=diffs.get)
-last = max(ours)
-print(f"steps {last}: loss {theirs[1]:.4f} -> trident bf16 {ours[last]:.4f}, PyTorch bf16 autocast {theirs[last]:.4f}; "
-      f"step-1 difference {diffs[1]:.2e}; largest relative difference after step 20: {diffs[worst]:.2e} at step "
-      f"{worst} (limit 2e-2)")
-sys.exit(0 if diffs[worst] <= 0.02 else 1)
+autocast = {r["step"]: r["loss"] for r in json.load(open(sys.argv[2]))["steps"]}
+fp32 = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[3])) if "loss" in r}
+met = True
+for name, theirs in (("PyTorch bf16 autocast", autocast), ("trident fp32", fp32)):
+    if set(ours) != set(theirs):
+        sys.exit(f"the runs logged different steps: {len(ours)} against {len(theirs)} ({name})")
+    diffs = {s: abs(ours[s] - theirs[s]) / theirs[s] for s in ours}
+    late = [s for s in diffs if s > 20]
+    if not late:
+        sys.exit(f"{len(diffs)} steps: nothing after step 20 to compare (step-1 difference {diffs[1]:.2e})")
+    worst = max(late, key=diffs.get)
+    last = max(ours)
+    print(f"steps {last}: loss {theirs[1]:.4f} -> trident bf16 {ours[last]:.4f}, {name} {theirs[last]:.4f}; "
+          f"step-1 difference {diffs[1]:.2e}; largest relative difference after step 20: {diffs[worst]:.2e} at "
+          f"step {worst} (limit 2e-2)")
+    met = met and diffs[worst] <= 0.02
+sys.exit(0 if met else 1)
 PY
