@@ -68,11 +68,13 @@ void check_shards(const std::vector<RankShard>& shards, const char* function, MP
   if (shards.empty()) err = fmt::format("{}: no shard on this rank", function);
   for (const auto& shard : shards) {
     if (!err.empty()) break;
-    if (!shard.layout || !shard.params)
-      err = fmt::format("{}: a shard has no layout or no parameters", function);
+    if (!shard.layout)
+      err = fmt::format("{}: a shard has no layout", function);
     else if (shard.optim_begin < 0 || shard.optim_stop() > shard.layout->total() || shard.optim_begin > shard.optim_stop())
       err = fmt::format("{}: optimizer range [{}, {}) outside the layout's {} elements", function, shard.optim_begin,
                         shard.optim_stop(), shard.layout->total());
+    else if (!shard.params && buffer_elements(shard, kParams) > 0)  // (an empty range may pass none)
+      err = fmt::format("{}: a shard has no parameters", function);
   }
   agree(comm, err);
 }

@@ -56,7 +56,8 @@ Part part_of(const Held& held, const Kind& kind);
 // shards is an error, reported in `error`.
 std::map<std::string, Held> tensors_by_name(const std::vector<RankShard>& shards, std::string& error);
 
-// Every shard has a layout and parameters, and an optimizer range inside its layout (agreed).
+// Every shard has a layout, an optimizer range inside it and parameters (none needed for an empty
+// range with params_in_range) (agreed).
 void check_shards(const std::vector<RankShard>& shards, const char* function, MPI_Comm comm);
 
 // Whether any shard of any rank has the buffers `has` looks for (optimizer state, master weights):

@@ -68,6 +68,13 @@ TrainingCheckpoints::TrainingCheckpoints(const Config& cfg, Kernels& kernels, Pa
 
 TrainingCheckpoints::~TrainingCheckpoints() = default;
 
+// (Decided by the configuration, so that every rank agrees whatever the size of its range.)
+bool TrainingCheckpoints::parameters_kept_in_range() const { return zero3_ || cfg_.train.bf16_working_copy(); }
+
+float* TrainingCheckpoints::parameters_in_range(size_t c) const {
+  return zero3_ ? reducer_->range_parameters(int(c)) : optimizers_[c]->masters();
+}
+
 // Ownership (see RankShard): DP replicas hold the same parameters, written by dp rank 0; without
 // ZeRO the same optimizer state too, while with ZeRO each DP rank owns its partition. The LM head's
 // copy of a tied embedding (a last chunk without the embedding) is written by the first stage.
@@ -75,15 +82,10 @@ TrainingCheckpoints::~TrainingCheckpoints() = default;
 // range, like the moments, so no rank gathers its chunk. On a host backend the shards are the
 // model's and optimizer's own buffers (no second copy of the rank's state); otherwise, and for a load
 // that needs the whole chunk where the optimizer keeps a range, host staging buffers.
-float* TrainingCheckpoints::parameters_in_range(size_t c) const {
-  if (zero3_) return reducer_->range_parameters(int(c));
-  return optimizers_[c]->masters();
-}
-
 TrainingCheckpoints::Staging TrainingCheckpoints::make_staging(StagingFor use) const {
   Staging st;
   const bool write = use == StagingFor::Write;
-  st.in_place = k_.host_memory() && (write || parameters_in_range(0) == nullptr);
+  st.in_place = k_.host_memory() && (write || !parameters_kept_in_range());
   if (st.in_place) k_.fence();
   const int dp_rank = mesh_ ? mesh_->coord().dp : 0;
   for (size_t c = 0; c < chunks_.size(); ++c) {
@@ -94,10 +96,9 @@ TrainingCheckpoints::Staging TrainingCheckpoints::make_staging(StagingFor use) c
     s.layout = &layout;
     // Uninitialised: the pages cost nothing until a load or a copy fills them.
     const auto staging = [&](int64_t n) { return st.buffers.emplace_back(new float[size_t(n)]).get(); };
-    float* ranged = parameters_in_range(c);
-    s.params_in_range = write && ranged;
-    const int64_t param_count = s.params_in_range ? moments : layout.total();
-    s.params = !st.in_place ? staging(param_count) : s.params_in_range ? ranged : chunks_[c]->params();
+    s.params_in_range = write && parameters_kept_in_range();
+    float* own = s.params_in_range ? parameters_in_range(c) : chunks_[c]->params();
+    s.params = st.in_place ? own : staging(s.params_in_range ? moments : layout.total());
     s.exp_avg = st.in_place ? optimizers_[c]->exp_avg() : staging(moments);
     s.exp_avg_sq = st.in_place ? optimizers_[c]->exp_avg_sq() : staging(moments);
     s.optim_begin = optimizer.begin();

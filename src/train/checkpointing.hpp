@@ -60,8 +60,9 @@ class TrainingCheckpoints {
   // taken from them); a write takes the parameters from where the optimizer keeps them, range by range.
   enum class StagingFor { Load, Write };
   Staging make_staging(StagingFor use) const;
-  // The chunk's parameters as the optimizer keeps them, over its range: ZeRO-3's partition, or a bf16
-  // working copy's fp32 masters; null when the model's own parameters are the values to save.
+  // Whether the values to save are kept over the optimizer's range (ZeRO-3's partitions, a bf16 working
+  // copy's fp32 masters) rather than in the model's whole parameters, and chunk c's range of them.
+  bool parameters_kept_in_range() const;
   float* parameters_in_range(size_t c) const;
 
   Config cfg_;
