@@ -266,6 +266,26 @@ Config with_checkpointing(Config cfg, const std::string& dir, const std::string&
 // TRIDENT_CHECKPOINT_IO, at 1 and 2 ranks (at 4 ranks on 2 cores MPI-IO's blocking collectives
 // spin against each other for minutes).
 
+// This rank's ZeRO-style range [begin, end) of `total` elements: uneven, odd boundaries so that the
+// ranges cut rows of every kind of tensor (transposed Conv1D included).
+std::pair<int64_t, int64_t> odd_range(int64_t total) {
+  const int64_t b = total * rank() / world() + (rank() > 0 ? 37 : 0);
+  const int64_t e = rank() + 1 == world() ? total : total * (rank() + 1) / world() + 37;
+  return {b, e};
+}
+
+// A shard of `layout` over these buffers, its optimizer range `range`.
+RankShard range_shard(const ParameterLayout& layout, float* params, float* m, float* v, std::pair<int64_t, int64_t> range) {
+  RankShard z;
+  z.layout = &layout;
+  z.params = params;
+  z.exp_avg = m;
+  z.exp_avg_sq = v;
+  z.optim_begin = range.first;
+  z.optim_end = range.second;
+  return z;
+}
+
 class CheckpointRoundTrip : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
@@ -322,17 +342,9 @@ TEST_P(CheckpointRoundTrip, ZeroPartitionsAndReplicatedTensorParallel) {
   // ZeRO over the world on the serial layout: rank r holds optimizer elements [b_r, e_r).
   const ParameterLayout serial(GptShapes::from(ref.cfg().model, 1), 0, 1);
   const int64_t total = serial.total();
-  // Uneven, odd boundaries so that partitions cut rows of every kind of tensor.
-  const int64_t b = total * rank() / world() + (rank() > 0 ? 37 : 0);
-  const int64_t e = rank() + 1 == world() ? total : total * (rank() + 1) / world() + 37;
+  const auto [b, e] = odd_range(total);
   std::vector<float> params(total), m(e - b), v(e - b);
-  RankShard z;
-  z.layout = &serial;
-  z.params = params.data();
-  z.exp_avg = m.data();
-  z.exp_avg_sq = v.data();
-  z.optim_begin = b;
-  z.optim_end = e;
+  RankShard z = range_shard(serial, params.data(), m.data(), v.data(), {b, e});
   z.params_owner = rank() == 0;
   load_checkpoint(a, ref.cfg(), z, MPI_COMM_WORLD);
   EXPECT_TRUE(bitwise_equal(params, ref.whole3.params));
@@ -373,20 +385,12 @@ TEST_P(CheckpointRoundTrip, ParametersWrittenFromTheirZeroRanges) {
   const Reference& ref = reference();
   const ParameterLayout serial(GptShapes::from(ref.cfg().model, 1), 0, 1);
   const int64_t total = serial.total();
-  // Uneven, odd boundaries so that ranges cut rows of every kind of tensor.
-  const int64_t b = total * rank() / world() + (rank() > 0 ? 37 : 0);
-  const int64_t e = rank() + 1 == world() ? total : total * (rank() + 1) / world() + 37;
+  const auto [b, e] = odd_range(total);
   const auto range_of = [&](const std::vector<float>& whole) {
     return std::vector<float>(whole.begin() + b, whole.begin() + e);
   };
   std::vector<float> params = range_of(ref.whole3.params), m = range_of(ref.whole3.m), v = range_of(ref.whole3.v);
-  RankShard z;
-  z.layout = &serial;
-  z.params = params.data();
-  z.exp_avg = m.data();
-  z.exp_avg_sq = v.data();
-  z.optim_begin = b;
-  z.optim_end = e;
+  RankShard z = range_shard(serial, params.data(), m.data(), v.data(), {b, e});
   z.params_in_range = true;
   const std::string dir = shared_dir("trident-ckpt-ranged");
   Config cfg = ref.cfg();
