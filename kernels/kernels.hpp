@@ -207,10 +207,10 @@ class Kernels {
   // at 0; a segment is a tensor, or adjacent tensors with the same weight decay). step counts from 1:
   // p *= 1 - lr*segments[s].weight_decay; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
   // p -= lr * (m / (1-b1^step)) / (sqrt(v / (1-b2^step)) + eps).
-  // working (null: none) receives the updated p rounded to bf16: p is then the fp32 master of a bf16
-  // working copy (train.precision = "bf16"), written in the same pass.
+  // working (null: none) receives the bf16 patterns of the updated p (rounded as pack_bf16 rounds): p is
+  // then the fp32 master of a bf16 working copy (train.precision = "bf16"), written in the same pass.
   virtual void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n,
-                            const std::vector<AdamWSegment>& segments, const AdamWStep& hyper, float* working) = 0;
+                            const std::vector<AdamWSegment>& segments, const AdamWStep& hyper, uint16_t* working) = 0;
 
   // ---- the device ----
   // Achievable dense TFLOP/s of one rank's device for MFU when runtime.peak_tflops is 0: the CPU's

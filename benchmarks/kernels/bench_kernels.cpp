@@ -378,14 +378,15 @@ void BM_adamw_update(benchmark::State& s) {
     segments.push_back({at, wd});
     at += size;
   }
-  Buf p(n), g(n), m(n, 0, 0), v(n, 0, 0), w(working ? n : 1);
+  Buf p(n), g(n), m(n, 0, 0), v(n, 0, 0);
+  uint16_t* w = working ? K->alloc_bf16(n) : nullptr;
   int64_t step = 0;
   for (auto _ : s) {
-    K->adamw_update(p.get(), g.get(), m.get(), v.get(), n, segments, {6e-4f, 0.9f, 0.95f, 1e-8f, ++step},
-                    working ? w.get() : nullptr);
+    K->adamw_update(p.get(), g.get(), m.get(), v.get(), n, segments, {6e-4f, 0.9f, 0.95f, 1e-8f, ++step}, w);
     K->fence();
   }
-  bytes(s, (working ? 8.0 : 7.0) * n * 4);  // read p, g, m, v; write p, m, v (and the working copy)
+  if (w) K->free(w);
+  bytes(s, (7.0 * 4 + (working ? 2.0 : 0.0)) * n);  // read p, g, m, v; write p, m, v (and the bf16 working copy)
 }
 BENCHMARK(BM_adamw_update)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 

@@ -236,7 +236,7 @@ class TimedKernels : public trident::Kernels {
     T("xent_loss_grad", [&] { k_.xent_loss_grad(lo, l, rm, se, tl, t, vb, sc, N, s, vc); });
   }
   void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const std::vector<trident::AdamWSegment>& s,
-                    const trident::AdamWStep& h, float* working) override {
+                    const trident::AdamWStep& h, uint16_t* working) override {
     T("adamw_update", [&] { k_.adamw_update(p, g, m, v, n, s, h, working); });
   }
 

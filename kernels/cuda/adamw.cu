@@ -48,7 +48,7 @@ __device__ int segment_of(const SegmentTable& t, int64_t i) {
   return lo;
 }
 
-__global__ void adamw_kernel(float* param, const float* grad, float* m, float* v, float* working, SegmentTable t,
+__global__ void adamw_kernel(float* param, const float* grad, float* m, float* v, uint16_t* working, SegmentTable t,
                              AdamWScalars s) {
   const int64_t first = t.start[0];
   TRIDENT_GRID_STRIDE(k, t.start[t.count] - first) {
@@ -63,14 +63,14 @@ __global__ void adamw_kernel(float* param, const float* grad, float* m, float* v
     // torch's addcdiv order: (step_size * m) / denom
     const float p = __fsub_rn(__fmul_rn(param[i], decay), __fdiv_rn(__fmul_rn(s.step_size, mi), denom));
     param[i] = p;
-    if (working) working[i] = bf16_value(bf16_bits(p));
+    if (working) working[i] = bf16_bits(p);
   }
 }
 
 }  // namespace
 
 void adamw_update(cudaStream_t stream, float* param, const float* grad, float* m, float* v, int64_t n,
-                  const std::vector<AdamWSegment>& segments, const AdamWStep& h, float* working) {
+                  const std::vector<AdamWSegment>& segments, const AdamWStep& h, uint16_t* working) {
   if (n <= 0) return;
   const double bc1 = 1.0 - std::pow(double(h.beta1), double(h.step));
   const double bc2 = 1.0 - std::pow(double(h.beta2), double(h.step));

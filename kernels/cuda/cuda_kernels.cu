@@ -243,7 +243,7 @@ class CudaKernels final : public Kernels {
 
   // ---- AdamW ----
   void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n,
-                    const std::vector<AdamWSegment>& segments, const AdamWStep& hyper, float* working) override {
+                    const std::vector<AdamWSegment>& segments, const AdamWStep& hyper, uint16_t* working) override {
     check_adamw_segments(segments, n);
     cuda::adamw_update(stream(), param, grad, m, v, n, segments, hyper, working);
   }

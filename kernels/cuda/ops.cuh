@@ -104,6 +104,6 @@ void xent_loss_grad(cudaStream_t stream, float* losses, float* logits, const flo
 
 // ---- adamw.cu ----
 void adamw_update(cudaStream_t stream, float* param, const float* grad, float* m, float* v, int64_t n,
-                  const std::vector<AdamWSegment>& segments, const AdamWStep& hyper, float* working);
+                  const std::vector<AdamWSegment>& segments, const AdamWStep& hyper, uint16_t* working);
 
 }  // namespace trident::cuda

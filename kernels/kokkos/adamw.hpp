@@ -35,7 +35,7 @@ KOKKOS_INLINE_FUNCTION float adamw_element(float p, float g, float& m, float& v,
 // Host execution spaces only: the segment table is read from host memory.
 template <class ES>
 void adamw_update(const ES& space, Vec<ES> param, CVec<ES> grad, Vec<ES> m, Vec<ES> v,
-                  const std::vector<AdamWSegment>& segments, const AdamWStep& h, float* working) {
+                  const std::vector<AdamWSegment>& segments, const AdamWStep& h, uint16_t* working) {
   const double bc1 = 1.0 - kmath::pow(double(h.beta1), double(h.step));
   const double bc2 = 1.0 - kmath::pow(double(h.beta2), double(h.step));
   const AdamWConstants c{h.beta1, h.beta2, float(1.0 - double(h.beta1)), float(1.0 - double(h.beta2)), h.eps,
@@ -56,7 +56,7 @@ void adamw_update(const ES& space, Vec<ES> param, CVec<ES> grad, Vec<ES> m, Vec<
   const float* g_ = grad.data();
   float* m_ = m.data();
   float* v_ = v.data();
-  float* w_ = working;
+  uint16_t* w_ = working;
   parallel_chunks("trident::adamw_update", space, n, KOKKOS_LAMBDA(int64_t begin, int64_t end) {
     int64_t s = int64_t(std::upper_bound(starts_, starts_ + last_segment + 1, begin) - starts_) - 1;
     while (begin < end) {
@@ -66,11 +66,14 @@ void adamw_update(const ES& space, Vec<ES> param, CVec<ES> grad, Vec<ES> m, Vec<
       const float* KOKKOS_RESTRICT g = g_;
       float* KOKKOS_RESTRICT mm = m_;
       float* KOKKOS_RESTRICT vv = v_;
-      float* KOKKOS_RESTRICT w = w_;
+      uint16_t* KOKKOS_RESTRICT w = w_;
       if (w) {  // two loops rather than a test per element, so that each stays one vectorised pass
         for (int64_t i = begin; i < stop; ++i) {
           p[i] = adamw_element(p[i], g[i], mm[i], vv[i], c, decay);
-          w[i] = round_mantissa(p[i], 16);
+          const float r = round_mantissa(p[i], 16);
+          uint32_t u;
+          memcpy(&u, &r, sizeof u);
+          w[i] = uint16_t(u >> 16);
         }
       } else {
         for (int64_t i = begin; i < stop; ++i) p[i] = adamw_element(p[i], g[i], mm[i], vv[i], c, decay);

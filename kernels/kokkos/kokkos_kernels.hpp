@@ -303,7 +303,7 @@ class KokkosKernels final : public Kernels {
 
   // ---- AdamW ----
   void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n,
-                    const std::vector<AdamWSegment>& segments, const AdamWStep& hyper, float* working) override {
+                    const std::vector<AdamWSegment>& segments, const AdamWStep& hyper, uint16_t* working) override {
     check_adamw_segments(segments, n);
     kk::adamw_update(space_, kk::vec<ES>(param, n), kk::cvec<ES>(grad, n), kk::vec<ES>(m, n), kk::vec<ES>(v, n),
                      segments, hyper, working);

@@ -28,7 +28,7 @@ int run_eval_hellaswag(const EvalArgs& args) {
             examples.size(), endings);
   InferenceModel held(cfg);
   GptModel& model = held.model();
-  Decoder decoder(model.shapes(), model.layout(), model.params(), held.kernels(), held.tp(), endings, cfg.model.seq_len);
+  Decoder decoder(model.shapes(), model.layout(), held.parameters(), held.kernels(), held.tp(), endings, cfg.model.seq_len);
   const double start = MPI_Wtime();
   int64_t correct = 0, correct_by_sum = 0, truncated = 0;
   nlohmann::json per_example = nlohmann::json::array();

@@ -64,7 +64,7 @@ int run_generate(const GenerateArgs& args) {
             checkpoint.empty() ? "model.init_from " + cfg.model.init_from : checkpoint);
   InferenceModel held(cfg);
   GptModel& model = held.model();
-  Decoder decoder(model.shapes(), model.layout(), model.params(), held.kernels(), held.tp(), args.samples, positions);
+  Decoder decoder(model.shapes(), model.layout(), held.parameters(), held.kernels(), held.tp(), args.samples, positions);
   log::info("generate: {} sample(s) of up to {} tokens after a prompt of {} (temperature {}, top-k {}, top-p {}, "
             "seed {}); KV cache {:.1f} MiB per rank",
             args.samples, request.max_new_tokens, request.prompt.size(), args.sampling.temperature,

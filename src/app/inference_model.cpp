@@ -65,4 +65,17 @@ InferenceModel::InferenceModel(const Config& cfg)
   trainer_ = std::make_unique<Trainer>(cfg_, backend_->kernels(), mesh_.get(), Trainer::Use::ModelOnly);
 }
 
+InferenceModel::~InferenceModel() {
+  if (widened_) kernels().free(widened_);
+}
+
+const float* InferenceModel::parameters() {
+  if (model().params()) return model().params();
+  if (!widened_) {
+    widened_ = kernels().alloc(model().layout().total());
+    trainer_->working_copy()->widen(0, widened_);
+  }
+  return widened_;
+}
+
 }  // namespace trident

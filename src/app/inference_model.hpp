@@ -23,7 +23,11 @@ Config load_inference_deck(const DeckArgs& args, const std::string& checkpoint_a
 class InferenceModel {
  public:
   explicit InferenceModel(const Config& cfg);  // collective over the world
+  ~InferenceModel();
   GptModel& model() { return trainer_->model(); }
+  // The model's whole parameters in backend memory (a decoder's): its own buffer, or a bf16 working
+  // copy's values widened once into one held here.
+  const float* parameters();
   Kernels& kernels() { return backend_->kernels(); }
   Group* tp() { return cfg_.mesh.tp > 1 ? &mesh_->tp() : nullptr; }
 
@@ -33,6 +37,7 @@ class InferenceModel {
   std::unique_ptr<ParallelMesh> mesh_;
   std::unique_ptr<ComputeBackend> backend_;
   std::unique_ptr<Trainer> trainer_;
+  float* widened_ = nullptr;
 };
 
 }  // namespace trident

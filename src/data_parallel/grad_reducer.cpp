@@ -34,11 +34,10 @@ GradientReducer::GradientReducer(Group& dp, Kernels& kernels, std::vector<GptMod
       for (int64_t end = total; end > c.deferred; end -= opt_.bucket_elements)
         c.buckets.push_back(Bucket{std::max(c.deferred, end - opt_.bucket_elements), end, false, {}});
     if (opt_.bf16 && opt_.zero < 2) c.wire = k_.alloc_bf16(total);
-    for (size_t r = 0; r + 1 < c.bounds.size(); ++r)
-      largest_range_ = std::max(largest_range_, c.bounds[r + 1] - c.bounds[r]);
     chunks_.push_back(std::move(c));
   }
-  if (opt_.bf16_parameters && (opt_.zero == 1 || opt_.zero == 2)) param_wire_ = k_.alloc_bf16(2 * largest_range_);
+  TRIDENT_CHECK(!opt_.bf16_parameters || opt_.zero >= 3 || opt_.working_copy,
+                "internal: a bf16 working copy below ZeRO-3 needs its patterns");
   if (opt_.zero >= 2) {
     sharded_ = std::make_unique<ShardedGradients>(dp_, k_, chunks, bounds, deferred, !opt_.overlap, opt_.bf16);
     if (opt_.zero == 3)
@@ -57,7 +56,6 @@ GradientReducer::~GradientReducer() {
     for (auto& c : chunks_) c.model->set_gradient_hooks({});
   for (auto& c : chunks_)
     if (c.wire) k_.free(c.wire);
-  if (param_wire_) k_.free(param_wire_);
 }
 
 float* GradientReducer::range_gradients(int c) {
@@ -79,20 +77,22 @@ int64_t GradientReducer::gradient_bytes() const {
 
 float* GradientReducer::range_parameters(int c) {
   if (sharded_params_) return sharded_params_->partition(c);
+  TRIDENT_CHECK(!opt_.working_copy, "internal: a bf16 working copy's fp32 parameters are its optimizer's masters");
   return chunks_[size_t(c)].model->params() + shard_begin(c);
 }
 
 int64_t GradientReducer::parameter_bytes() const {
   if (sharded_params_) return sharded_params_->bytes();
+  if (opt_.working_copy) return 0;
   int64_t n = 0;
   for (const auto& c : chunks_) n += c.model->layout().total();
-  // (and the bf16 broadcast's two slots)
-  return n * int64_t(sizeof(float)) + (param_wire_ ? 2 * largest_range_ * int64_t(sizeof(uint16_t)) : 0);
+  return n * int64_t(sizeof(float));
 }
 
 void GradientReducer::whole_parameters(int c, float* host) {
   if (sharded_params_) return sharded_params_->gather_whole(c, host);
   GptModel& model = *chunks_[size_t(c)].model;
+  TRIDENT_CHECK(!opt_.working_copy, "internal: a bf16 working copy's fp32 parameters are its optimizer's masters");
   k_.copy_to_host(host, model.params(), model.layout().total());
 }
 
@@ -222,40 +222,22 @@ void GradientReducer::gather_parameters() {
   }
   if (opt_.zero == 0) return;
   const auto t0 = std::chrono::steady_clock::now();
-  if (param_wire_) {
-    for (auto& c : chunks_) broadcast_bf16_ranges(c);
-  } else {
-    std::vector<Request> pending;
-    for (auto& c : chunks_)
-      for (int r = 0; r < dp_.size(); ++r)
-        for (int64_t begin = c.bounds[size_t(r)]; begin < c.bounds[size_t(r) + 1]; begin += opt_.bucket_elements)
-          pending.push_back(dp_.ibroadcast(c.model->params() + begin,
-                                           std::min(opt_.bucket_elements, c.bounds[size_t(r) + 1] - begin), r));
-    dp_.wait_all(pending);
+  std::vector<Request> pending;
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    if (opt_.working_copy)
+      broadcast_ranges(chunks_[i], reinterpret_cast<Bf16*>(opt_.working_copy->patterns(int(i))), pending);
+    else
+      broadcast_ranges(chunks_[i], chunks_[i].model->params(), pending);
   }
+  dp_.wait_all(pending);
   exposed_s_ += seconds_since(t0);
 }
 
-// Range r goes through slot r % 2 of the wire: while one range is in flight the owner of the next
-// packs it, and a range's receivers widen it once it has arrived (its owner already holds the values).
-void GradientReducer::broadcast_bf16_ranges(Chunk& c) {
-  const int dp = dp_.size();
-  std::vector<std::vector<Request>> in_flight(static_cast<size_t>(dp));
-  const auto slot = [&](int r) { return param_wire_ + (r % 2) * largest_range_; };
-  const auto finish = [&](int r) {
-    dp_.wait_all(in_flight[size_t(r)]);
-    if (r != dp_.rank())
-      k_.unpack_bf16(c.model->params() + c.bounds[size_t(r)], slot(r), c.bounds[size_t(r) + 1] - c.bounds[size_t(r)]);
-  };
-  for (int r = 0; r < dp; ++r) {
-    if (r >= 2) finish(r - 2);
-    const int64_t first = c.bounds[size_t(r)], last = c.bounds[size_t(r) + 1];
-    if (r == dp_.rank()) k_.pack_bf16(c.model->params() + first, slot(r), last - first);
-    for (int64_t begin = first; begin < last; begin += opt_.bucket_elements)
-      in_flight[size_t(r)].push_back(dp_.ibroadcast(reinterpret_cast<Bf16*>(slot(r) + (begin - first)),
-                                                    std::min(opt_.bucket_elements, last - begin), r));
-  }
-  for (int r = std::max(0, dp - 2); r < dp; ++r) finish(r);
+template <class T>
+void GradientReducer::broadcast_ranges(const Chunk& c, T* values, std::vector<Request>& pending) {
+  for (int r = 0; r < dp_.size(); ++r)
+    for (int64_t begin = c.bounds[size_t(r)]; begin < c.bounds[size_t(r) + 1]; begin += opt_.bucket_elements)
+      pending.push_back(dp_.ibroadcast(values + begin, std::min(opt_.bucket_elements, c.bounds[size_t(r) + 1] - begin), r));
 }
 
 }  // namespace trident

@@ -11,8 +11,7 @@
 //              segment is reduced to the rank(s) owning it as soon as it is closed, and the owners
 //              add it onto their partitions. There is no whole-chunk gradient buffer.
 //   zero 1, 2  each rank's AdamW updates its own range; gather_parameters() then broadcasts every
-//              range from its owner (as bf16 with a bf16 working copy: its values are bf16 already,
-//              so nothing is lost and half the bytes move).
+//              range from its owner (with a bf16 working copy its patterns, in place: half the bytes).
 //   zero 3     gradients as zero 2, and a rank keeps the parameters of its own range only
 //              (ShardedParameters): forward and backward gather each segment (a layer, the head, an
 //              embedding) over DP just before using it, prefetching the next, and drop it after. The
@@ -32,6 +31,7 @@
 #include "data_parallel/sharded_gradients.hpp"
 #include "data_parallel/sharded_parameters.hpp"
 #include "kernels.hpp"
+#include "model/bf16_working_copy.hpp"
 #include "model/gpt.hpp"
 
 namespace trident {
@@ -45,6 +45,7 @@ class GradientReducer {
     int micro_batches = 1;           // per step (backward calls per chunk)
     bool bf16 = false;               // the gradient reductions move bf16 (mesh.grad_reduce_dtype)
     bool bf16_parameters = false;    // a bf16 working copy: the ZeRO broadcast and gathers move bf16
+    Bf16WorkingCopy* working_copy = nullptr;  // that copy at zero 0-2 (what the broadcast sends)
   };
   // Installs the gradient hooks on the chunks (removed again by the destructor).
   GradientReducer(Group& dp, Kernels& kernels, std::vector<GptModel*> chunks, std::vector<int64_t> deferred,
@@ -64,11 +65,11 @@ class GradientReducer {
   float* deferred_gradients(int c);
   // Bytes of gradient memory of this rank's chunks (zero 2, 3: partitions and staging; else whole).
   int64_t gradient_bytes() const;
-  // Chunk c's parameters of this rank's range (what its optimizer updates): element k is flat
-  // element shard_begin(c) + k.
+  // Chunk c's fp32 parameters of this rank's range (without a bf16 working copy: what its optimizer
+  // updates): element k is flat element shard_begin(c) + k.
   float* range_parameters(int c);
-  // Bytes of parameter memory of this rank's chunks (zero 3: partitions and gathered copies; else whole,
-  // with a bf16 working copy at zero 1/2 the broadcast's two slots of bf16 patterns too).
+  // Bytes of fp32 parameter memory of this rank's chunks (zero 3: partitions and gathered copies; else
+  // whole; none beside a bf16 working copy).
   int64_t parameter_bytes() const;
   // Chunk c's whole parameters copied to `host` (layout total floats); collective over DP with zero 3.
   void whole_parameters(int c, float* host);
@@ -115,8 +116,9 @@ class GradientReducer {
   // After that reduction's wait: (bf16) the sums widened into the gradients.
   void take_reduction(Chunk& c, int64_t begin, int64_t n);
   void progress(Chunk& c);
-  // ZeRO 1/2 with a bf16 working copy: every range of c broadcast from its owner as bf16.
-  void broadcast_bf16_ranges(Chunk& c);
+  // ZeRO 1/2: every range of c's `values` (T: float or Bf16) broadcast from its owner.
+  template <class T>
+  void broadcast_ranges(const Chunk& c, T* values, std::vector<Request>& pending);
 
   Group& dp_;
   Kernels& k_;
@@ -124,8 +126,6 @@ class GradientReducer {
   std::vector<Chunk> chunks_;
   std::unique_ptr<ShardedGradients> sharded_;  // zero 2, 3
   std::unique_ptr<ShardedParameters> sharded_params_;  // zero 3
-  int64_t largest_range_ = 0;          // the largest ZeRO range of any chunk
-  uint16_t* param_wire_ = nullptr;     // bf16 working copy at zero 1/2: two ranges' bf16 patterns
   double exposed_s_ = 0;
   int64_t reduced_bytes_ = 0;
 };

@@ -9,21 +9,9 @@
 
 namespace trident {
 
-class ShardedParameters::Source : public ParameterSource {
- public:
-  Source(ShardedParameters& owner, int chunk) : owner_(owner), chunk_(chunk) {}
-  const float* acquire(int64_t begin, int64_t end) override { return owner_.acquire(chunk_, begin, end); }
-  void release(int64_t begin, int64_t end) override { owner_.release(chunk_, begin, end); }
-  void prefetch(int64_t begin, int64_t end) override { owner_.prefetch(chunk_, begin, end); }
-
- private:
-  ShardedParameters& owner_;
-  int chunk_;
-};
-
 ShardedParameters::ShardedParameters(Group& dp, Kernels& kernels, std::vector<GptModel*> chunks,
                                      std::vector<std::vector<int64_t>> bounds, bool bf16)
-    : dp_(dp), k_(kernels), bf16_(bf16) {
+    : dp_(dp), k_(kernels), bf16_(bf16), pool_(kernels, bf16) {
   TRIDENT_CHECK(chunks.size() == bounds.size(), "ShardedParameters: one range set per chunk");
   chunks_.resize(chunks.size());
   for (size_t i = 0; i < chunks.size(); ++i) {
@@ -45,17 +33,12 @@ ShardedParameters::~ShardedParameters() {
     for (auto& g : c.gathered) dp_.wait_all(g.requests);
     k_.free(c.partition);
   }
-  for (auto& b : pool_) {
-    k_.free(b.data);
-    if (b.wire) k_.free(b.wire);
-  }
 }
 
 int64_t ShardedParameters::bytes() const {
-  int64_t partitions = 0, pool = 0;
+  int64_t partitions = 0;
   for (const auto& c : chunks_) partitions += c.mine1 - c.mine0;
-  for (const auto& b : pool_) pool += b.capacity;
-  return (partitions + pool) * int64_t(sizeof(float)) + (bf16_ ? pool * int64_t(sizeof(uint16_t)) : 0);
+  return partitions * int64_t(sizeof(float)) + pool_.bytes();
 }
 
 double ShardedParameters::take_wait_s() {
@@ -64,22 +47,8 @@ double ShardedParameters::take_wait_s() {
   return s;
 }
 
-// The smallest free buffer that fits, else a new one (gathered segments are released right after
-// their use, so the pool stays at the few sizes in use at once).
-ShardedParameters::Buffer* ShardedParameters::take_buffer(int64_t n) {
-  Buffer* best = nullptr;
-  for (auto& b : pool_)
-    if (!b.busy && b.capacity >= n && (!best || b.capacity < best->capacity)) best = &b;
-  if (!best) {
-    pool_.push_back(Buffer{k_.alloc(n), bf16_ ? k_.alloc_bf16(n) : nullptr, n, false});
-    best = &pool_.back();
-  }
-  best->busy = true;
-  return best;
-}
-
 ShardedParameters::Gathered& ShardedParameters::start_gather(Chunk& chunk, int64_t begin, int64_t end) {
-  Gathered g{begin, end, take_buffer(end - begin), {}, false};
+  Gathered g{begin, end, pool_.take(end - begin), {}, false};
   const int64_t first = std::max(begin, chunk.mine0), last = std::min(end, chunk.mine1);
   const float* mine = chunk.partition + (first - chunk.mine0);
   if (first < last && bf16_) k_.pack_bf16(mine, g.buffer->wire + (first - begin), last - first);
@@ -124,7 +93,7 @@ void ShardedParameters::release(int c, int64_t begin, int64_t end) {
   const auto it = std::find_if(chunk.gathered.begin(), chunk.gathered.end(),
                                [&](const Gathered& g) { return g.begin == begin && g.acquired; });
   TRIDENT_CHECK(it != chunk.gathered.end(), "internal: releasing parameters [{}, {}) not acquired", begin, end);
-  it->buffer->busy = false;
+  ParameterBufferPool::give_back(it->buffer);
   chunk.gathered.erase(it);
 }
 

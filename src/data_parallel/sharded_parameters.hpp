@@ -24,6 +24,7 @@
 #include "comm/group.hpp"
 #include "kernels.hpp"
 #include "model/gpt.hpp"
+#include "model/parameter_buffer_pool.hpp"
 
 namespace trident {
 
@@ -50,19 +51,15 @@ class ShardedParameters {
   double take_wait_s();
 
  private:
-  struct Buffer {
-    float* data = nullptr;
-    uint16_t* wire = nullptr;  // bf16: what is broadcast, unpacked into data once it has arrived
-    int64_t capacity = 0;
-    bool busy = false;
-  };
+  using Buffer = ParameterBufferPool::Buffer;  // (bf16: wire is what is broadcast, unpacked into data)
   struct Gathered {
     int64_t begin = 0, end = 0;
     Buffer* buffer = nullptr;
     std::vector<Request> requests;  // empty once complete
     bool acquired = false;
   };
-  class Source;
+  using Source = ChunkParameterSource<ShardedParameters>;
+  friend Source;
   struct Chunk {
     GptModel* model = nullptr;
     std::vector<int64_t> bounds;
@@ -76,13 +73,12 @@ class ShardedParameters {
   void release(int c, int64_t begin, int64_t end);
   void prefetch(int c, int64_t begin, int64_t end);
   Gathered& start_gather(Chunk& chunk, int64_t begin, int64_t end);
-  Buffer* take_buffer(int64_t n);
 
   Group& dp_;
   Kernels& k_;
   bool bf16_;
   std::vector<Chunk> chunks_;
-  std::list<Buffer> pool_;
+  ParameterBufferPool pool_;
   double wait_s_ = 0;
 };
 

@@ -387,10 +387,11 @@ std::vector<KeySpec> build() {
                      "stay fp32. precision = \"bf16\" implies bf16 here and refuses tf32."));
   k.push_back(boolean("train", "bf16_parameters", &TrainConfig::bf16_parameters, &Config::train,
                       "Under precision = \"bf16\": true, the model computes with a bf16 working copy of its "
-                      "parameters (bf16 values in fp32 storage; Megatron-LM's bf16) while AdamW updates fp32 masters "
-                      "(the optimizer's ZeRO range; ZeRO-3's partitions), which checkpoints save, and the ZeRO "
-                      "parameter broadcast and gathers move bf16; false, with the fp32 parameters themselves "
-                      "(PyTorch's autocast), no masters, fp32 broadcast and gathers. No effect under fp32."));
+                      "parameters (stored in bf16, 2 bytes a parameter, each layer or embedding widened to fp32 "
+                      "while it runs; Megatron-LM's bf16) while AdamW updates fp32 masters (the optimizer's ZeRO "
+                      "range; ZeRO-3's partitions), which checkpoints save, and the ZeRO parameter broadcast and "
+                      "gathers move bf16; false, with the fp32 parameters themselves (PyTorch's autocast), no "
+                      "masters, fp32 broadcast and gathers. No effect under fp32."));
   k.push_back(real("train", "logits_chunk_mib", &TrainConfig::logits_chunk_mib, &Config::train, 0.0, false, inf,
                    "The LM head computes the logits, the cross-entropy and their backward over the micro-batch's "
                    "positions in chunks whose fp32 logits take at most this many MiB (at least one position), so "

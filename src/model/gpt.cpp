@@ -286,13 +286,16 @@ void GptModel::layer_forward(Slot& sl, int64_t l, const LayerActs& a, bool ln1_d
   k_.matmul_forward(partial_for(out), a.fchg, param(p.fc_proj_w), bias_here ? optional_param(p.fc_proj_b) : nullptr, N,
                     Fl_, C);
   from_partial(partial_for(out), out, C);
+  // The layer boundary reads activations and the next norm's weights only: this layer's parameters go
+  // first (also the hold its ln_1 took, acquired by the previous layer), so one layer is held at a time.
+  release_params(layer_range(l));
+  if (ln1_done) release_params(layer_range(l));
   if (next) {  // out = x2 + mlp, and the next norm of it
     acquire_params(next->segment);
     residual_norm_forward(next->out, next->mean, next->rstd, out, a.x2, next->weight, next->bias);
   } else {
     k_.accumulate(out, a.x2, Nl * C);
   }
-  release_params(layer_range(l));
 }
 
 // On entry dres_ holds dL/d(output of layer l) for this rank's rows; on exit dL/d(input of layer l).
@@ -420,8 +423,7 @@ int GptModel::forward(const int32_t* tokens, const float* input, const int32_t* 
       prefetch_params({layout_.lnf_w(), layout_.total()});
     }
     const std::optional<NextNorm> next = norm_after(sl, l);
-    layer_forward(sl, l, acts_for(sl, l), l > L0_, next ? &*next : nullptr);
-    if (l > L0_) release_params(layer_range(l));  // acquired for its ln_1 by layer l - 1
+    layer_forward(sl, l, acts_for(sl, l), l > L0_, next ? &*next : nullptr);  // (layer l > L0's ln_1: by l - 1)
   }
   if (layout_.has_head()) {
     if (with_grad && hooks_.writing) {

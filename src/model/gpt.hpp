@@ -106,6 +106,22 @@ class ParameterSource {
   virtual void prefetch(int64_t begin, int64_t end) = 0;
 };
 
+// The ParameterSource of chunk `chunk` of an owner that serves several chunks through its own
+// acquire / release / prefetch (int chunk, int64_t begin, int64_t end) (ZeRO-3's ShardedParameters, a
+// Bf16WorkingCopy); the owner befriends it when those are private.
+template <class Owner>
+class ChunkParameterSource : public ParameterSource {
+ public:
+  ChunkParameterSource(Owner& owner, int chunk) : owner_(owner), chunk_(chunk) {}
+  const float* acquire(int64_t begin, int64_t end) override { return owner_.acquire(chunk_, begin, end); }
+  void release(int64_t begin, int64_t end) override { owner_.release(chunk_, begin, end); }
+  void prefetch(int64_t begin, int64_t end) override { owner_.prefetch(chunk_, begin, end); }
+
+ private:
+  Owner& owner_;
+  int chunk_;
+};
+
 // How a chunk keeps its activations: the recompute mode, bf16 storage (above), and how many rows of the
 // LM head's fp32 logits exist at once: the head runs the logits, the vocab-parallel cross-entropy and
 // its backward over the micro-batch's rows in chunks whose logits take at most logits_chunk_bytes (at
@@ -260,8 +276,9 @@ class GptModel {
   // chunk's last layer and the chunk holds the head; none for the last layer of a chunk without it.
   std::optional<NextNorm> norm_after(const Slot& s, int64_t l) const;
   // Layer l's forward from residual[i] into residual[i+1] (i = l - layer_begin), with activations in `a`.
-  // ln1_done: a.ln1 and its statistics hold ln_1 of the input already (the previous layer's fused add);
-  // next: the norm fused with the output add (null: the add alone).
+  // ln1_done: a.ln1 and its statistics hold ln_1 of the input already (the previous layer's fused add,
+  // which acquired this layer's parameters: released here with the layer's own hold);
+  // next: the norm fused with the output add (null: the add alone), its segment acquired here.
   void layer_forward(Slot& s, int64_t l, const LayerActs& a, bool ln1_done = false, const NextNorm* next = nullptr);
   void layer_backward(Slot& s, int64_t l, const LayerActs& a);
   // LayerNorm or RMSNorm of this rank's rows (weight, bias: flat offsets; bias -1 for none).

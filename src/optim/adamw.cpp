@@ -7,8 +7,9 @@
 namespace trident {
 
 AdamW::AdamW(const ParameterLayout& layout, Kernels& kernels, const TrainConfig& cfg, int64_t begin, int64_t end,
-             bool masters)
-    : layout_(layout), k_(kernels), cfg_(cfg), begin_(begin), end_(end < 0 ? layout.total() : end) {
+             uint16_t* working_copy)
+    : layout_(layout), k_(kernels), cfg_(cfg), begin_(begin), end_(end < 0 ? layout.total() : end),
+      working_(working_copy) {
   TRIDENT_CHECK(0 <= begin_ && begin_ <= end_ && end_ <= layout_.total(), "AdamW range [{}, {}) outside [0, {})",
                 begin_, end_, layout_.total());
   for (const auto& t : layout_.tensors()) {
@@ -21,7 +22,7 @@ AdamW::AdamW(const ParameterLayout& layout, Kernels& kernels, const TrainConfig&
   const int64_t n = std::max<int64_t>(end_ - begin_, 1);
   m_ = k_.alloc(n);
   v_ = k_.alloc(n);
-  if (masters) master_ = k_.alloc(n);
+  if (working_) master_ = k_.alloc(n);
 }
 
 AdamW::~AdamW() {
@@ -30,18 +31,15 @@ AdamW::~AdamW() {
   if (master_) k_.free(master_);
 }
 
-void AdamW::start_working_copy(float* chunk_params) {
-  if (!master_) return;
-  k_.copy(master_, chunk_params + begin_, end_ - begin_);
-  k_.round_to_bf16(chunk_params, nullptr, layout_.total());
+void AdamW::write_working_copy() {
+  if (master_) k_.pack_bf16(master_, working_ + begin_, end_ - begin_);
 }
 
 void AdamW::update(float* range_params, const float* range_grads, double lr, int64_t step) {
+  TRIDENT_CHECK(!master_ || range_params == master_, "internal: AdamW with masters updates its masters");
   const AdamWStep hyper{float(lr), float(cfg_.beta1), float(cfg_.beta2), float(cfg_.eps), step};
-  if (master_)
-    k_.adamw_update(master_, range_grads, m_, v_, end_ - begin_, segments_, hyper, range_params);
-  else
-    k_.adamw_update(range_params, range_grads, m_, v_, end_ - begin_, segments_, hyper, nullptr);
+  k_.adamw_update(range_params, range_grads, m_, v_, end_ - begin_, segments_, hyper,
+                  master_ ? working_ + begin_ : nullptr);
 }
 
 double clip_gradients(Kernels& kernels, float* grads, int64_t n, double norm, double max_norm) {

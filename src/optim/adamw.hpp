@@ -6,10 +6,10 @@
 // One update is one multi-tensor pass over the range (Kernels::adamw_update with the range's segments).
 //
 // fp32 masters (train.precision = "bf16" without ZeRO-3): the model computes with a bf16 working copy
-// of its parameters (fp32 storage holding bf16 values) while the optimizer keeps the fp32 master
-// values of its range, the ones checkpoints save; each update writes the new masters and their bf16
-// rounding into the model in one pass. (ZeRO-3's partitions are the masters themselves: its gathers
-// round; data_parallel/sharded_parameters.hpp.)
+// of its parameters (bf16 patterns, model/bf16_working_copy.hpp) while the optimizer keeps the fp32
+// master values of its range, the ones checkpoints save; each update writes the new masters and the
+// patterns of their bf16 rounding in one pass. (ZeRO-3's partitions are the masters themselves: its
+// gathers round; data_parallel/sharded_parameters.hpp.)
 #include <cstdint>
 #include <vector>
 
@@ -21,23 +21,23 @@ namespace trident {
 
 class AdamW {
  public:
-  // The optimizer of the flat elements [begin, end) of `layout` (end -1: all of it), with fp32
-  // masters of that range when `masters`.
+  // The optimizer of the flat elements [begin, end) of `layout` (end -1: all of it). With a working copy
+  // (the chunk's bf16 patterns, element k is flat element k) it keeps fp32 masters of that range.
   AdamW(const ParameterLayout& layout, Kernels& kernels, const TrainConfig& cfg, int64_t begin = 0, int64_t end = -1,
-        bool masters = false);
+        uint16_t* working_copy = nullptr);
   ~AdamW();
   AdamW(const AdamW&) = delete;
   AdamW& operator=(const AdamW&) = delete;
 
   // One update of the parameters of the range from their gradients (range_params[k] and
-  // range_grads[k] belong to element begin + k) with learning rate lr; `step` counts from 1 (bias
-  // correction). With masters, the masters are updated and range_params receives them rounded to bf16.
+  // range_grads[k] belong to element begin + k; with masters, range_params is masters()) with
+  // learning rate lr; `step` counts from 1 (bias correction). With masters, the working copy's range
+  // receives the patterns of the updated masters in the same pass.
   void update(float* range_params, const float* range_grads, double lr, int64_t step);
 
-  // With masters: the masters take the values of chunk_params' range (the chunk's parameters from
-  // element 0, fresh or loaded from a checkpoint), then all of chunk_params, every rank's range alike,
-  // become their bf16 rounding: the working copy. Without masters: nothing.
-  void start_working_copy(float* chunk_params);
+  // With masters: the working copy's range takes the patterns of the masters as they are (fresh or
+  // loaded from a checkpoint). Without masters: nothing.
+  void write_working_copy();
 
   int64_t begin() const { return begin_; }
   int64_t end() const { return end_; }
@@ -59,6 +59,7 @@ class AdamW {
   float* m_ = nullptr;
   float* v_ = nullptr;
   float* master_ = nullptr;
+  uint16_t* working_ = nullptr;  // the chunk's bf16 patterns (with masters)
 };
 
 // Scales grads so that their global L2 norm is at most max_norm (torch: coef = max_norm/(norm+1e-6),

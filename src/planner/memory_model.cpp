@@ -220,6 +220,14 @@ double zero3_parameter_gather_bytes(const ModelConfig& m, const Layout& l, doubl
   return elem_bytes * (std::max(wte, layer) + 2 * layer);
 }
 
+double widened_segment_bytes(const ModelConfig& m, const Layout& l, int stage) {
+  const double wte = double(padded_vocab(m, l.tp)) * double(m.hidden) / l.tp;
+  const double layer = layer_params_per_rank(m, l.tp);
+  const bool first = stage == 0, last = stage == l.pp - 1;
+  const double wpe = first && m.positions == Positions::Learned ? double(m.seq_len) * double(m.hidden) : 0.0;
+  return 4.0 * (std::max(first || last ? wte : 0.0, layer) + wpe);
+}
+
 MemoryEstimate estimate_memory(const Config& cfg, const ClusterSpec& cluster, const Layout& l,
                                const Placement& placement) {
   const auto& m = cfg.model;
@@ -258,10 +266,14 @@ MemoryEstimate estimate_memory(const Config& cfg, const ClusterSpec& cluster, co
     st.layers = layers[s];
     st.params = stage_params_per_rank(m, l, s, layers[s]);
     st.states = model_state_bytes(st.params, Precision::FP32, l.zero, l.dp);  // fp32 under either (storage_bytes)
-    // bf16: the working copy is fp32 storage of bf16 values, and its fp32 masters sit beside the moments
-    // in the optimizer's range (ZeRO-3's partitions are the masters themselves).
+    // bf16: the working copy is stored in bf16 (2 bytes a parameter) plus the fp32 buffers of the
+    // segments widened at once (widened_segment_bytes), and its fp32 masters sit beside the moments in the optimizer's range (ZeRO-3's partitions
+    // are the masters themselves, and it gathers instead).
     const bool zero3 = l.dp > 1 && l.zero >= 3;
-    if (working_copy && !zero3) st.states.master_weights = 4.0 * st.params / (l.dp > 1 && l.zero >= 1 ? l.dp : 1);
+    if (working_copy && !zero3) {
+      st.states.master_weights = 4.0 * st.params / (l.dp > 1 && l.zero >= 1 ? l.dp : 1);
+      st.states.parameters = 2.0 * st.params + widened_segment_bytes(m, l, s);
+    }
     st.in_flight = microbatches_in_flight(l.schedule, l.pp, s, mb, l.virtual_stages);
     st.per_layer_activation = per_layer;
     st.activations = st.in_flight * double(st.layers) * per_layer;
@@ -296,9 +308,8 @@ MemoryEstimate estimate_memory(const Config& cfg, const ClusterSpec& cluster, co
     const bool bf16_reduce = cfg.mesh.grad_reduce_dtype == Precision::BF16;
     if (l.dp > 1 && l.zero < 2 && bf16_reduce) st.states.gradients += 2.0 * st.params;
     if (l.dp > 1 && l.zero >= 2) st.comm_buffers += zero2_gradient_staging_bytes(m, l, s, bf16_reduce ? e + 2.0 : e);
-    // bf16 working copy: the broadcast of zero 1/2 passes two ranges' bf16 patterns at a time, ZeRO-3's
-    // gather buffers have a bf16 companion each.
-    if (working_copy && l.dp > 1 && (l.zero == 1 || l.zero == 2)) st.states.parameters += 2.0 * 2.0 * st.params / l.dp;
+    // bf16 working copy: ZeRO-3's gather buffers have a bf16 companion each (zero 1/2 broadcast the
+    // working copy's patterns in place).
     if (zero3) st.comm_buffers += zero3_parameter_gather_bytes(m, l, working_copy ? e + 2.0 : e);
     if (l.pp > 1) st.comm_buffers += 2.0 * e * sbh;
     if (l.sequence_parallel && l.tp > 1) st.comm_buffers += e * sbh;

@@ -152,6 +152,10 @@ double zero2_gradient_staging_bytes(const ModelConfig& m, const Layout& l, int s
 // ZeRO-3's gathered parameter copies beside the partition (parameters / dp): the largest segment (the
 // token embedding, or a layer) held while the next layer's gather is in flight, and one more layer.
 double zero3_parameter_gather_bytes(const ModelConfig& m, const Layout& l, double elem_bytes);
+// A bf16 working copy's fp32 buffers of widened segments beside its patterns (model/bf16_working_copy.hpp):
+// one layer at a time; on a stage with the token embedding or the LM head one buffer of the larger of
+// the embedding and a layer, and on the first stage the position embedding's beside it.
+double widened_segment_bytes(const ModelConfig& m, const Layout& l, int stage);
 // The rounded copies of one GEMM's operands that bf16 (or, on the CPU backend, TF32) GEMMs hold while they
 // run: the largest backward of a layer's GEMMs, or of the LM head on the last stage (`head`), rounding dY,
 // W and X. The CPU backend rounds fp32 copies into one workspace (a cluster without a bf16 peak, the cpu

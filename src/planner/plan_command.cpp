@@ -164,13 +164,21 @@ std::string explain_estimate(const Config& cfg, const ClusterSpec& cluster, cons
                     pk.per_layer_activation / 1e6);
   os << fmt::format("  peak on stage {} of {} ({} layers, {:.3g} micro-batches in flight for {}):\n", pk.stage, l.pp,
                     pk.layers, pk.in_flight, sched_name(l));
-  os << fmt::format("    parameters          {:>10}  ({:.4g}M params x 4 bytes{})\n", gb(pk.states.parameters),
-                    pk.params / 1e6, l.zero >= 3 ? fmt::format(", / dp = {} (zero 3)", l.dp) : "");
+  const bool zero3 = l.dp > 1 && l.zero >= 3;
+  const bool working_copy = cfg.train.bf16_working_copy() && !zero3;
+  os << fmt::format("    parameters          {:>10}  ({:.4g}M params x {}{})\n", gb(pk.states.parameters),
+                    pk.params / 1e6, working_copy ? "2 bytes (the bf16 working copy)" : "4 bytes",
+                    zero3           ? fmt::format(", / dp = {} (zero 3)", l.dp)
+                    : working_copy ? ", + the fp32 buffer of the segment widened at once (a layer, or an embedding it holds)"
+                                   : "");
   os << fmt::format("    gradients           {:>10}  (4 bytes/param{})\n", gb(pk.states.gradients),
                     l.zero >= 2 ? fmt::format(", / dp = {} (zero {})", l.dp, l.zero) : "");
-  os << fmt::format("    master weights      {:>10}  ({})\n", gb(pk.states.master_weights),
-                    bf16 ? "none: the fp32 parameters are the masters (no bf16 working copy yet)"
-                         : "none in fp32 training");
+  const std::string masters =
+      !bf16                ? "none in fp32 training"
+      : zero3              ? "none: ZeRO-3's fp32 partitions are the masters"
+      : working_copy       ? fmt::format("fp32, 4 bytes/param{}", l.dp > 1 && l.zero >= 1 ? fmt::format(", / dp = {}", l.dp) : "")
+                           : "none: train.bf16_parameters = false computes with the fp32 parameters";
+  os << fmt::format("    master weights      {:>10}  ({})\n", gb(pk.states.master_weights), masters);
   os << fmt::format("    optimizer moments   {:>10}  (Adam m and v, 8 bytes/param{})\n", gb(pk.states.optimizer_moments),
                     l.zero >= 1 ? fmt::format(", / dp = {} (zero {})", l.dp, l.zero) : "");
   os << fmt::format("    activations         {:>10}  ({:.3g} in flight x {} layers x {:.4g} MB)\n", gb(pk.activations),

@@ -109,6 +109,9 @@ TimeBreakdown estimate_time(const Config& cfg, const ClusterSpec& cluster, const
     double bytes = n * passes * act_full;
     if (l.recompute == Recompute::Selective) bytes += n * attention_score_bytes(shape);
     if (last) bytes += 3.0 * 4.0 * T * Vp / t;
+    // A bf16 working copy (below ZeRO-3) widens each segment to fp32 before forward and again before
+    // backward (model/bf16_working_copy.hpp): 2 bytes read and 4 written a parameter, twice.
+    if (cfg.train.bf16_working_copy() && !(l.dp > 1 && l.zero >= 3)) bytes += 2.0 * 6.0 * sm.params;
     st.elementwise = bytes / mem_bw;
     if (l.tp > 1) {
       // Per layer: 2 all-reduces in forward and 2 in backward (Megatron, Shoeybi et al. 2019); with
@@ -197,9 +200,9 @@ TimeBreakdown estimate_time(const Config& cfg, const ClusterSpec& cluster, const
     const double updated = sm.params / (l.zero >= 1 ? l.dp : 1);
     // AdamW streams 28 bytes per parameter it updates: it reads weight, gradient, m, v (16) and writes
     // weight, m, v (12), all fp32; under bf16 the weight it reads and writes is the fp32 master and it
-    // writes the working copy too (4 more). Plus the gradient-norm pass over the gradients.
+    // writes the working copy's bf16 patterns too (2 more). Plus the gradient-norm pass over the gradients.
     const bool masters = bf16_params && !(l.dp > 1 && l.zero >= 3);  // (ZeRO-3: the partitions are the masters)
-    const double opt = updated * (28.0 + (masters ? 4.0 : 0.0) + grad_bytes) / mem_bw;
+    const double opt = updated * (28.0 + (masters ? 2.0 : 0.0) + grad_bytes) / mem_bw;
     const double end = -slack + exposed + emb + opt + ag;
     if (!have_tail || end > tail) {
       have_tail = true;

@@ -127,11 +127,11 @@ int64_t TrainingCheckpoints::resume() {
   for (size_t i = 0; i < chunks_.size() && !st.in_place; ++i) {
     const RankShard& s = st.shards[i];
     const int64_t moments = s.optim_stop() - s.optim_begin;
-    if (zero3_)  // this rank's range of the chunk
-      k_.copy_to_device(reducer_->range_parameters(int(i)), s.params + s.optim_begin, moments);
+    if (parameters_kept_in_range())  // this rank's range of the chunk (bf16: the masters; the trainer
+                                     // writes the working copy from them)
+      k_.copy_to_device(parameters_in_range(i), s.params + s.optim_begin, moments);
     else
       k_.copy_to_device(chunks_[i]->params(), s.params, s.layout->total());
-    optimizers_[i]->start_working_copy(chunks_[i]->params());  // (bf16: the masters from the file)
     k_.copy_to_device(optimizers_[i]->exp_avg(), s.exp_avg, moments);
     k_.copy_to_device(optimizers_[i]->exp_avg_sq(), s.exp_avg_sq, moments);
   }

@@ -89,31 +89,33 @@ Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh, Use us
   const int pp = cfg_.mesh.pp, v = cfg_.mesh.virtual_stages;
   const int stage = mesh_ ? mesh_->coord().pp : 0;
   const std::vector<int64_t> sizes = partition_layers(cfg_);
-  // ZeRO-2 and 3 hold partitions instead (make_gradient_reducer): no whole-chunk buffer for them.
-  const bool sharded = cfg_.mesh.dp > 1;
-  const WholeBuffers whole{!(sharded && cfg_.mesh.zero >= 3), !(sharded && cfg_.mesh.zero >= 2)};
+  // ZeRO-2 and 3 hold partitions instead (make_gradient_reducer), and a bf16 working copy below ZeRO-3
+  // its patterns (model/bf16_working_copy.hpp): no whole-chunk fp32 buffer for them.
+  const bool zero3 = cfg_.mesh.dp > 1 && cfg_.mesh.zero >= 3;
+  const bool bf16_copy = cfg_.train.bf16_working_copy() && !zero3;
+  const WholeBuffers whole{!zero3 && !bf16_copy, !(cfg_.mesh.dp > 1 && cfg_.mesh.zero >= 2)};
   allocating("the parameters and gradients of this rank's model chunks", [&] {
     for (int c = 0; c < v; ++c) {
       chunks_.push_back(std::make_unique<GptModel>(shapes_, k_, activation_policy(cfg_.train), cfg_.train.micro_batch,
                                                    tp, chunk_spec(sizes, int64_t(c) * pp + stage), whole));
     }
   });
-  make_gradient_reducer();
-  // A bf16 working copy (train.bf16_parameters): the fp32 masters are the optimizer's (ZeRO-3: its
+  std::vector<GptModel*> raw;
+  for (auto& chunk : chunks_) raw.push_back(chunk.get());
+  // A bf16 working copy (train.bf16_parameters): its fp32 masters are the optimizer's (ZeRO-3: its
   // partitions, and its gathers round).
-  const bool masters = cfg_.train.bf16_working_copy() && !(reducer_ && reducer_->zero() == 3);
+  if (bf16_copy) allocating("the bf16 working copy", [&] { working_copy_ = std::make_unique<Bf16WorkingCopy>(k_, raw); });
+  make_gradient_reducer();
   allocating("the AdamW moments", [&] {
     for (int c = 0; c < v; ++c) {
       const auto& layout = chunks_[size_t(c)]->layout();
       optimizers_.push_back(std::make_unique<AdamW>(layout, k_, cfg_.train, reducer_ ? reducer_->shard_begin(c) : 0,
-                                                    reducer_ ? reducer_->shard_end(c) : layout.total(), masters));
+                                                    reducer_ ? reducer_->shard_end(c) : layout.total(),
+                                                    working_copy_ ? working_copy_->patterns(c) : nullptr));
     }
   });
 
   initialise_parameters();
-  for (size_t c = 0; c < chunks_.size() && masters; ++c) optimizers_[c]->start_working_copy(chunks_[c]->params());
-  std::vector<GptModel*> raw;
-  for (auto& chunk : chunks_) raw.push_back(chunk.get());
   executor_ = std::make_unique<PipelineExecutor>(raw, mesh_ && pp > 1 ? &mesh_->pp() : nullptr, cfg_.mesh.schedule, k_);
   executor_->set_tracing(!cfg_.runtime.trace.empty());
 
@@ -135,6 +137,16 @@ Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh, Use us
     const watchdog::Watch watch("checkpoint resume", watchdog::checkpoint_limit_s());
     first_step_ = checkpoints_->resume() + 1;
   }
+  publish_working_copy();
+}
+
+// The working copy from the masters as they are now (initialised or loaded): each rank writes its
+// range's patterns, and ZeRO 1/2 broadcast every range from its owner.
+void Trainer::publish_working_copy() {
+  if (!working_copy_) return;
+  for (auto& optimizer : optimizers_) optimizer->write_working_copy();
+  if (reducer_) reducer_->gather_parameters();
+  k_.fence();
 }
 
 Trainer::~Trainer() = default;
@@ -206,6 +218,7 @@ void Trainer::make_gradient_reducer() {
   o.micro_batches = int(cfg_.micro_batches_per_step());
   o.bf16 = cfg_.mesh.grad_reduce_dtype == Precision::BF16;
   o.bf16_parameters = cfg_.train.bf16_working_copy();
+  o.working_copy = working_copy_.get();
   reducer_ = std::make_unique<GradientReducer>(mesh_->dp(), k_, chunks, deferred, o);
 }
 
@@ -235,6 +248,7 @@ StepMetrics Trainer::train_step(int64_t step) {
   m.loss = loss_sum / positions;
   m.lr = learning_rate(t, step);
   m.grad_norm = grad_norm;
+  if (working_copy_) working_copy_->check_released();
   for (size_t c = 0; c < chunks_.size(); ++c)
     optimizers_[c]->update(range_parameters(c), range_gradients(c), m.lr, step);
   if (reducer_) reducer_->gather_parameters();
@@ -308,12 +322,23 @@ OutputFailure Trainer::write_trace() const {
 }
 
 float* Trainer::range_parameters(size_t c) const {
+  if (optimizers_[c]->masters()) return optimizers_[c]->masters();
   return reducer_ ? reducer_->range_parameters(int(c)) : chunks_[c]->params();
+}
+
+std::vector<float> Trainer::working_parameters(size_t c) const {
+  std::vector<float> host(size_t(chunks_[c]->layout().total()));
+  if (working_copy_)
+    working_copy_->copy_to_host(int(c), host.data());
+  else
+    host = whole_parameters(c);
+  return host;
 }
 
 std::string Trainer::sample_text(int64_t step) {
   GptModel& model = *chunks_.at(0);
-  const std::vector<float> host = model.params() ? std::vector<float>{} : whole_parameters(0);  // ZeRO-3: gathered
+  // (ZeRO-3: gathered; a bf16 working copy: its values widened)
+  const std::vector<float> host = model.params() ? std::vector<float>{} : working_parameters(0);
   const std::string text = samples_->sample(model, model.params(), host, step);
   log::info("sample at step {}:\n---\n{}\n---", step, text);
   return text;
@@ -349,6 +374,7 @@ MemoryAccount Trainer::memory_account() const {
   }
   if (reducer_) a.gradients = reducer_->gradient_bytes();    // zero 2, 3: partitions and staging buffers
   if (reducer_) a.parameters = reducer_->parameter_bytes();  // zero 3: partitions and gathered copies
+  if (working_copy_) a.parameters = working_copy_->bytes();  // its patterns and widened segments
   // The rest of what the backend handed out (pipeline boundary buffers, token and loss buffers,
   // reduction scratch), measured by its allocator rather than listed.
   a.buffers = std::max<int64_t>(0, k_.allocated_bytes() - (a.parameters + a.gradients + a.optimizer + a.activations));

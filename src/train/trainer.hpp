@@ -14,6 +14,7 @@
 #include "data_parallel/grad_reducer.hpp"
 #include "core/config.hpp"
 #include "kernels.hpp"
+#include "model/bf16_working_copy.hpp"
 #include "model/gpt.hpp"
 #include "optim/adamw.hpp"
 #include "pipeline/executor.hpp"
@@ -71,12 +72,18 @@ class Trainer {
   // Chunk c's reduced gradients of its optimizer's range after a step (element k is flat element
   // optimizers()[c]->begin() + k): with ZeRO-2 the only gradients the rank keeps.
   const float* range_gradients(size_t c) const;
-  // Chunk c's parameters of its optimizer's range (ZeRO-3: the only parameters the rank keeps).
+  // Chunk c's parameters of its optimizer's range: what its update writes (the fp32 masters of a bf16
+  // working copy; ZeRO-3: the only parameters the rank keeps).
   float* range_parameters(size_t c) const;
+  // Chunk c's whole parameters as the model computes with them, in host memory: a bf16 working copy's
+  // values, else whole_parameters(c) (samples, tests).
+  std::vector<float> working_parameters(size_t c) const;
   // Chunk c's whole parameters in host memory as a checkpoint saves them: under a bf16 working copy
   // the fp32 masters (gathered over DP with ZeRO 1-3, and without a working copy with ZeRO-3:
   // collective).
   std::vector<float> whole_parameters(size_t c) const;
+  // The bf16 working copy (train.bf16_parameters below ZeRO-3; else null): the model's parameters then.
+  Bf16WorkingCopy* working_copy() { return working_copy_.get(); }
   // The single chunk of a rank without virtual stages.
   GptModel& model() { return *chunks_.at(0); }
   AdamW& optimizer() { return *optimizers_.at(0); }
@@ -98,6 +105,7 @@ class Trainer {
   void make_gradient_reducer();
   // This rank's chunks from the counter-based initialisation or model.init_from, slice by slice.
   void initialise_parameters();
+  void publish_working_copy();
   // Rank 0 writes every rank's timeline; returns the failure, if any, on every rank.
   OutputFailure write_trace() const;
 
@@ -106,6 +114,7 @@ class Trainer {
   ParallelMesh* mesh_;
   GptShapes shapes_;
   std::vector<std::unique_ptr<GptModel>> chunks_;
+  std::unique_ptr<Bf16WorkingCopy> working_copy_;  // train.precision = "bf16" with bf16 parameters, below ZeRO-3
   std::vector<std::unique_ptr<AdamW>> optimizers_;
   std::unique_ptr<PipelineExecutor> executor_;
   std::unique_ptr<GradientReducer> reducer_;  // dp > 1 only

@@ -237,8 +237,8 @@ TEST_P(BasicOpsTest, AdamWMatchesDoubleFormulaOverManyElements) {
 
 // The multi-tensor pass: 150 segments of uneven sizes (1 to ~1000 elements; more than one CUDA launch
 // holds) with three weight decays, each element decayed by its own segment's, against the double
-// formula; and the bf16 working copy written in the same pass is the updated fp32 value rounded to
-// bf16 (this file's arithmetic rounding), while p keeps the fp32 value (the master).
+// formula; and the bf16 working copy written in the same pass holds the patterns of the updated fp32
+// value rounded to bf16 (this file's arithmetic rounding), while p keeps the fp32 value (the master).
 TEST_P(BasicOpsTest, AdamWSegmentsDecayByTheirOwnWeightDecayAndWriteTheBf16Copy) {
   const float lr = 0.05f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f;
   const float decays[] = {0.1f, 0.0f, 0.5f};
@@ -251,11 +251,12 @@ TEST_P(BasicOpsTest, AdamWSegmentsDecayByTheirOwnWeightDecayAndWriteTheBf16Copy)
   }
   const int64_t n = int64_t(wd_of.size());
   VecD pd = to_double(random_vec(n, 11)), md(n, 0.0), vd(n, 0.0);
-  Buf p(*k, to_float(pd)), m(*k, n), v(*k, n), g(*k, n), working(*k, n);
+  Buf p(*k, to_float(pd)), m(*k, n), v(*k, n), g(*k, n), widened(*k, n);
+  uint16_t* working = k->alloc_bf16(n);
   for (int step = 1; step <= 2; ++step) {
     const VecF gh = random_vec(n, 200 + step);
     g.set(gh);
-    k->adamw_update(p.get(), g.get(), m.get(), v.get(), n, segments, {lr, b1, b2, eps, step}, working.get());
+    k->adamw_update(p.get(), g.get(), m.get(), v.get(), n, segments, {lr, b1, b2, eps, step}, working);
     for (int64_t i = 0; i < n; ++i) {
       pd[i] *= 1.0 - double(lr) * wd_of[size_t(i)];
       md[i] = b1 * md[i] + (1.0 - b1) * gh[i];
@@ -264,7 +265,9 @@ TEST_P(BasicOpsTest, AdamWSegmentsDecayByTheirOwnWeightDecayAndWriteTheBf16Copy)
                (std::sqrt(vd[i] / (1.0 - std::pow(double(b2), step))) + eps);
     }
   }
-  const VecF ph = p.host(), wh = working.host();
+  k->unpack_bf16(widened.get(), working, n);
+  k->free(working);
+  const VecF ph = p.host(), wh = widened.host();
   EXPECT_TRUE(close(ph, pd, 1e-6, 0));
   // A decay of 0.5 at lr 0.05 moves p by 2.5% a step, 0.1 by 0.5%: a wrong segment is far outside 1e-6.
   for (int64_t i = 0; i < n; ++i)

@@ -277,9 +277,7 @@ TEST(DataParallel, Bf16WorkingCopyIsBroadcastAndGatheredInHalfTheBytes) {
   const int64_t total = stored_elements_of_workload();
   // At zero 1/2: every working value is the rounding of its master, and the masters are not bf16 values.
   const auto check_working_copy = [&](Trainer& trainer) {
-    const std::vector<float> masters = trainer.whole_parameters(0);
-    std::vector<float> working(masters.size());
-    test_kernels().copy_to_host(working.data(), trainer.model().params(), int64_t(working.size()));
+    const std::vector<float> masters = trainer.whole_parameters(0), working = trainer.working_parameters(0);
     int64_t differ = 0, unrounded = 0;
     for (size_t i = 0; i < masters.size(); ++i) {
       differ += working[i] != bf16_by_arithmetic(masters[i]);

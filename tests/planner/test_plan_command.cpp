@@ -141,9 +141,10 @@ TEST(PlanCommand, ExampleDecks) {
   const LayoutEstimate own = evaluate(c175, cluster_preset("a100-80g"), layout_of(c175));
   EXPECT_TRUE(own.fits) << own.memory_gb;
   EXPECT_EQ(own.layout.world(), 1024);
-  // 174.6e9 / (8 * 16) parameters per rank, 4 bytes each: trident keeps its bf16 working copy in fp32
-  // storage; and zero 1's bf16 broadcast passes two ranges of 2-byte values (2 x 2 / dp bytes each).
-  EXPECT_NEAR(own.memory.stages[5].states.parameters / 1e9, 5.4 * (1.0 + 1.0 / c175.mesh.dp), 0.05);
+  // 174.6e9 / (8 * 16) parameters per rank (5.4 GB in fp32), 2 bytes each: trident keeps its bf16 working
+  // copy in bf16, and widens one layer (12 h^2 / tp parameters) at a time into fp32 (a middle stage).
+  const double h = 12288;
+  EXPECT_NEAR(own.memory.stages[5].states.parameters / 1e9, 5.4 / 2 + 4 * 12 * h * h / 8 / 1e9, 0.05);
   PlanOptions o;
   o.cluster = "a100-80g";
   o.top = 3;

@@ -96,6 +96,34 @@ TEST(GenerateCommand, SamplesFromACheckpointAlikeOnOneAndTwoRanks) {
   fs::remove_all(dir);
 }
 
+// A bf16 run's checkpoint generates with its bf16 working copy (kept as bf16 patterns; the decoder reads
+// them widened): the samples of `ckpt export --dtype bf16` (the masters' bf16 rounding, read as fp32
+// parameters with train.bf16_parameters = false, so no working copy is involved), on 1 and 2 ranks.
+// Sampled at temperature 1, so every token depends on the whole distribution (greedy decoding of this
+// barely trained model gives spaces whatever the parameters' last bits).
+TEST(GenerateCommand, Bf16RunGeneratesWithItsWorkingCopy) {
+  const TrainOutput trained = run_train(1, kTinyTextDeck, {"train.steps=3", "checkpoint.dir=ckpt", "train.precision=bf16"});
+  ASSERT_EQ(trained.rc, 0) << trained.out;
+  const std::string& dir = trained.dir;
+  std::string log;
+  const std::string export_cmd = fmt::format("cd {} && {} {} ckpt export ckpt --dtype bf16 --out hf",
+                                             dir, without_parent_mpi_env(), trident_binary());
+  ASSERT_EQ(run_command(export_cmd, &log), 0) << export_cmd << "\n" << log;
+  const std::string sampling =
+      "--prompt 'The ' --max-new-tokens 12 --samples 3 --temperature 1 --seed 7 --set train.precision=bf16";
+  const CommandRun exported =
+      run_generate(dir, 1, sampling + " --checkpoint hf --set train.bf16_parameters=false --json exported.json");
+  ASSERT_EQ(exported.rc, 0) << exported.out;
+  const auto want = read_json(dir + "/exported.json").at("samples");
+  for (int np : {1, 2}) {
+    const std::string json = fmt::format("working_copy_{}.json", np);
+    const CommandRun r = run_generate(dir, np, sampling + " --set checkpoint.dir=ckpt --json " + json);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_EQ(read_json(dir + "/" + json).at("samples"), want) << np << " rank(s)";
+  }
+  fs::remove_all(dir);
+}
+
 // Samples at every sample_every-th step, in the log and the metrics, reproducible, and the same under ZeRO-3
 // at dp 2 (the gathered parameters equal the serial run's up to rounding a sample never sees).
 TEST(TrainSamples, PrintedAndWrittenToTheMetrics) {

@@ -77,11 +77,7 @@ TEST(Bf16WorkingCopy, ModelComputesWithTheBf16RoundingOfTheMastersAdamWUpdates) 
   Trainer trainer(cfg, *kernels);
   const ParameterLayout& layout = trainer.model().layout();
   const size_t n = size_t(layout.total());
-  auto working = [&] {
-    std::vector<float> w(n);
-    kernels->copy_to_host(w.data(), trainer.model().params(), int64_t(n));
-    return w;
-  };
+  auto working = [&] { return trainer.working_parameters(0); };
   const std::vector<float> masters0 = trainer.whole_parameters(0), working0 = working();
   for (size_t i = 0; i < n; ++i)
     ASSERT_TRUE(same_bits(working0[i], bf16_by_arithmetic(masters0[i]))) << "element " << i << " at the start";
@@ -132,6 +128,43 @@ TEST(Bf16WorkingCopy, Bf16ParametersFalseComputesWithTheFp32Parameters) {
   EXPECT_EQ(params, trainer.whole_parameters(0));
   const auto unrounded = std::count_if(params.begin(), params.end(), [](float x) { return !same_bits(x, bf16_by_arithmetic(x)); });
   EXPECT_GT(unrounded, int64_t(n / 2)) << "the parameters were rounded to bf16";
+}
+
+// The working copy is stored in bf16: the model keeps no whole fp32 parameter buffer, only 2 bytes an
+// element of patterns plus the fp32 buffers of the segments widened at once: the token and position
+// embeddings together, then one layer at a time (a layer is released before the next one's ln_1 is
+// fused into its output add), then the head's tail and the (tied) token embedding. So the pool ends
+// with one buffer the size of the larger of a layer and the token embedding, and the position
+// embedding's (which the tail's ln_f fits in): 2 bytes an element plus 4 bytes of those, well under the
+// 4 bytes an element of bf16_parameters = false (fp32 parameters) with 8 layers.
+TEST(Bf16WorkingCopy, IsStoredInTwoBytesAnElementPlusTheSegmentsInUse) {
+  const auto deck = [](bool bf16_parameters) {
+    return parse_deck(fmt::format("[model]\nvocab_size = 256\nseq_len = 64\nlayers = 8\nhidden = 64\nheads = 4\n"
+                                  "[train]\nsteps = 10\nmicro_batch = 4\nglobal_batch = 4\nprecision = \"bf16\"\n"
+                                  "bf16_parameters = {}\n[data]\nformat = \"text\"\n"
+                                  "path = \"/usr/share/common-licenses/GPL-3\"\n[runtime]\npeak_tflops = 1.0\n",
+                                  bf16_parameters),
+                      "memory.toml");
+  };
+  auto kernels = make_kokkos_kernels();
+  Trainer bf16(deck(true), *kernels);
+  EXPECT_EQ(bf16.model().params(), nullptr) << "a whole fp32 parameter buffer beside the bf16 working copy";
+  const int64_t bytes = bf16.train_step(1).memory.parameters;
+  const ParameterLayout& layout = bf16.model().layout();
+  const int64_t n = layout.total();
+  const auto size = [&](int64_t offset) {
+    for (const auto& t : layout.tensors())
+      if (t.offset == offset) return t.numel;
+    return int64_t(0);
+  };
+  const int64_t layer = layout.layer(0).end - layout.layer(0).begin;
+  ASSERT_LT(n - layout.lnf_w(), size(layout.wpe()));
+  EXPECT_EQ(bytes, 2 * n + 4 * (std::max(layer, size(layout.wte())) + size(layout.wpe())));
+  EXPECT_LT(bytes, 3 * n);
+  Trainer fp32_parameters(deck(false), *kernels);
+  EXPECT_EQ(fp32_parameters.train_step(1).memory.parameters, 4 * n);
+  std::printf("[bf16 working copy] parameters %lld bytes for %lld elements (fp32 parameters: %lld)\n",
+              static_cast<long long>(bytes), static_cast<long long>(n), static_cast<long long>(4 * n));
 }
 
 }  // namespace

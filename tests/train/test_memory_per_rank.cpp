@@ -205,6 +205,14 @@ void expect_planner_within_15_percent(int np, const std::vector<std::string>& se
   }
 }
 
+// The planner's estimate of the first stage of kDeck with `sets`.
+planner::StageMemory planned_first_stage(const std::vector<std::string>& sets) {
+  const Config cfg = parse_deck(kDeck, "memory.toml", sets);
+  const auto cluster = planner::load_cluster("cpu");
+  const auto layout = planner::layout_of(cfg);
+  return planner::estimate_memory(cfg, cluster, layout, planner::place(cluster, layout, cfg.mesh.order)).stages.at(0);
+}
+
 TEST(MemoryPerRank, PlannerWithin15PercentSerial) { expect_planner_within_15_percent(1, {}); }
 TEST(MemoryPerRank, PlannerWithin15PercentTp2) { expect_planner_within_15_percent(2, {"mesh.tp=2"}); }
 TEST(MemoryPerRank, PlannerWithin15PercentPp2) { expect_planner_within_15_percent(2, {"mesh.pp=2"}); }
@@ -233,16 +241,8 @@ TEST(MemoryPerRank, Bf16ActivationsFallAsPlannedAndThePlannerFollows) {
   expect_planner_within_15_percent(1, bf16, &bf16_ranks);
   ASSERT_EQ(fp32_ranks.size(), 1u);
   ASSERT_EQ(bf16_ranks.size(), 1u);
-  const auto planned = [](const std::vector<std::string>& sets) {
-    const Config cfg = parse_deck(kDeck, "memory.toml", sets);
-    const auto cluster = planner::load_cluster("cpu");
-    const auto layout = planner::layout_of(cfg);
-    return planner::estimate_memory(cfg, cluster, layout, planner::place(cluster, layout, cfg.mesh.order))
-        .stages.at(0)
-        .all_activations();
-  };
   const double ratio = bf16_ranks[0].activations / fp32_ranks[0].activations;
-  const double planned_ratio = planned(bf16) / planned(shape);
+  const double planned_ratio = planned_first_stage(bf16).all_activations() / planned_first_stage(shape).all_activations();
   std::printf("[bf16 memory] activations %.1f MiB (fp32 %.1f MiB): %.3f, planned %.3f; peak RSS %.1f MiB (fp32 %.1f "
               "MiB)\n",
               bf16_ranks[0].activations / 1048576.0, fp32_ranks[0].activations / 1048576.0, ratio, planned_ratio,
@@ -250,6 +250,24 @@ TEST(MemoryPerRank, Bf16ActivationsFallAsPlannedAndThePlannerFollows) {
   EXPECT_NEAR(ratio, planned_ratio, 0.1 * planned_ratio);
   EXPECT_LT(ratio, 0.8) << "bf16 storage barely shrank the activations";
   EXPECT_LT(bf16_ranks[0].peak_rss, fp32_ranks[0].peak_rss);
+}
+
+// A bf16 working copy at dp 2, zero 1: each rank reports as parameters the working copy's bf16 patterns
+// (2 bytes a parameter) and the fp32 buffer of the segments it widens (the larger of a layer and the token
+// embedding, and the position embedding), as the planner plans them (within 2%: the report's 0.1 MiB),
+// well under fp32 storage's 4 bytes a parameter; and the peak within 15%, as for fp32.
+TEST(MemoryPerRank, Bf16WorkingCopyParametersAsPlanned) {
+  const std::vector<std::string> sets = {"mesh.dp=2", "mesh.zero=1", "train.precision=bf16"};
+  std::vector<RankMemory> ranks;
+  expect_planner_within_15_percent(2, sets, &ranks);
+  const planner::StageMemory planned = planned_first_stage(sets);
+  ASSERT_EQ(ranks.size(), 2u);
+  for (const RankMemory& r : ranks) {
+    EXPECT_NEAR(r.parameters, planned.states.parameters, 0.02 * planned.states.parameters);
+    EXPECT_LT(r.parameters, 0.75 * 4.0 * planned.params) << "not under fp32 storage of the working copy";
+  }
+  std::printf("[bf16 working copy] parameters %.1f MiB (planned %.1f MiB; %.3g M parameters)\n",
+              ranks[0].parameters / 1048576.0, planned.states.parameters / 1048576.0, planned.params / 1e6);
 }
 
 }  // namespace

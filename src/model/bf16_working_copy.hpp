@@ -1,0 +1,66 @@
+#pragma once
+// A bf16 working copy kept in bf16 (train.precision = "bf16" with train.bf16_parameters, below ZeRO-3):
+// each chunk's parameters as bf16 patterns, 2 bytes an element, instead of a whole fp32 buffer. The
+// optimizer keeps the fp32 masters of its range and writes their patterns here in its update pass
+// (optim/adamw.hpp); ZeRO 1/2 then broadcast each range's patterns from its owner.
+//
+// The model reads the copy through its ParameterSource: acquiring a segment (a layer, the head's tail,
+// an embedding) widens that segment's patterns into a pooled fp32 buffer (exactly the bf16 values),
+// releasing it gives the buffer back. So a chunk costs 2 bytes an element plus the few segment
+// buffers in use at once (the largest a layer or the token embedding), not 4 bytes an element.
+// (ZeRO-3 keeps no whole working copy: its gathers round the masters, data_parallel/sharded_parameters.hpp.)
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <vector>
+
+#include "kernels.hpp"
+#include "model/gpt.hpp"
+#include "model/parameter_buffer_pool.hpp"
+
+namespace trident {
+
+class Bf16WorkingCopy {
+ public:
+  // Installs itself as the parameter source of every chunk (a chunk built without its whole parameter
+  // buffer: WholeBuffers::parameters false).
+  Bf16WorkingCopy(Kernels& kernels, std::vector<GptModel*> chunks);
+  ~Bf16WorkingCopy();
+  Bf16WorkingCopy(const Bf16WorkingCopy&) = delete;
+  Bf16WorkingCopy& operator=(const Bf16WorkingCopy&) = delete;
+
+  // Chunk c's patterns: element k is flat element k of its layout.
+  uint16_t* patterns(int c) { return chunks_[size_t(c)].patterns; }
+  // Chunk c's whole working copy widened into `out` (backend memory, layout total floats): the values
+  // the model computes with (a decoder reads whole parameters).
+  void widen(int c, float* out);
+  // The same into host memory (tests).
+  void copy_to_host(int c, float* host);
+  // Checks that no widened segment outlives the step (before the update rewrites the patterns).
+  void check_released() const;
+  // Bytes of parameter memory: the patterns and the segment buffers allocated so far.
+  int64_t bytes() const;
+
+ private:
+  struct Widened {
+    int64_t begin = 0;
+    ParameterBufferPool::Buffer* buffer = nullptr;
+  };
+  using Source = ChunkParameterSource<Bf16WorkingCopy>;
+  friend Source;
+  struct Chunk {
+    GptModel* model = nullptr;
+    uint16_t* patterns = nullptr;
+    std::list<Widened> widened;
+    std::unique_ptr<Source> source;
+  };
+  const float* acquire(int c, int64_t begin, int64_t end);
+  void release(int c, int64_t begin, int64_t end);
+  void prefetch(int, int64_t, int64_t) {}  // nothing to prefetch: widening is one elementwise pass on the queue
+
+  Kernels& k_;
+  ParameterBufferPool pool_;
+  std::vector<Chunk> chunks_;
+};
+
+}  // namespace trident
