@@ -217,7 +217,7 @@ double gemm_operand_copy_bytes(const Config& cfg, const ClusterSpec& cluster, co
 double zero3_parameter_gather_bytes(const ModelConfig& m, const Layout& l, double elem_bytes) {
   const double wte = double(padded_vocab(m, l.tp)) * double(m.hidden) / l.tp;
   const double layer = layer_params_per_rank(m, l.tp);
-  return elem_bytes * (std::max(wte, layer) + 2 * layer);
+  return elem_bytes * (std::max(wte, layer) + layer);
 }
 
 double widened_segment_bytes(const ModelConfig& m, const Layout& l, int stage) {

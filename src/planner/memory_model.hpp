@@ -149,8 +149,10 @@ double stage_params_per_rank(const ModelConfig& m, const Layout& l, int stage, i
 // segment and one layer in flight, plus a tied embedding's whole gradient on the two stages sharing it.
 double zero2_gradient_staging_bytes(const ModelConfig& m, const Layout& l, int stage, double elem_bytes);
 
-// ZeRO-3's gathered parameter copies beside the partition (parameters / dp): the largest segment (the
-// token embedding, or a layer) held while the next layer's gather is in flight, and one more layer.
+// ZeRO-3's gathered parameter copies beside the partition (parameters / dp): the segment in use and the
+// next one prefetched, one layer at a time (a layer is released before the next is acquired; the pool
+// reuses the embedding's buffer for layers): the largest segment (the token embedding, or a layer) and
+// one more layer.
 double zero3_parameter_gather_bytes(const ModelConfig& m, const Layout& l, double elem_bytes);
 // A bf16 working copy's fp32 buffers of widened segments beside its patterns (model/bf16_working_copy.hpp):
 // one layer at a time; on a stage with the token embedding or the LM head one buffer of the larger of
