@@ -34,7 +34,7 @@ class Bf16WorkingCopy {
   // Chunk c's whole working copy widened into `out` (backend memory, layout total floats): the values
   // the model computes with (a decoder reads whole parameters).
   void widen(int c, float* out);
-  // The same into host memory (tests).
+  // The same into host memory (training samples, tests).
   void copy_to_host(int c, float* host);
   // Checks that no widened segment outlives the step (before the update rewrites the patterns).
   void check_released() const;
