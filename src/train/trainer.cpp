@@ -327,11 +327,9 @@ float* Trainer::range_parameters(size_t c) const {
 }
 
 std::vector<float> Trainer::working_parameters(size_t c) const {
+  if (!working_copy_) return whole_parameters(c);
   std::vector<float> host(size_t(chunks_[c]->layout().total()));
-  if (working_copy_)
-    working_copy_->copy_to_host(int(c), host.data());
-  else
-    host = whole_parameters(c);
+  working_copy_->copy_to_host(int(c), host.data());
   return host;
 }
 

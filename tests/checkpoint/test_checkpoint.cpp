@@ -209,6 +209,20 @@ HostState load(const std::string& path, const ParameterLayout& layout, Checkpoin
   return r;
 }
 
+// The checkpoint at `path` read whole into `layout` with every element owned by rank 0 (the serial
+// layout under ZeRO: the whole model, to compare with the reference's).
+HostState load_whole(const std::string& path, const ParameterLayout& layout) {
+  HostState r = empty_state(layout);
+  r.shard.params_owner = r.shard.optim_owner = rank() == 0;
+  load_checkpoint(path, reference().cfg(), r.shard, MPI_COMM_WORLD);
+  return r;
+}
+
+// Elements [begin, end) of `whole`.
+std::vector<float> slice(const std::vector<float>& whole, int64_t begin, int64_t end) {
+  return std::vector<float>(whole.begin() + begin, whole.begin() + end);
+}
+
 // The error message of a CheckpointError thrown by f ("" when none).
 template <class F>
 std::string error_of(F f) {
@@ -323,9 +337,7 @@ TEST_P(CheckpointRoundTrip, SameLayoutIsBitwise) {
 
   // Into the serial layout as well (every rank holds the whole model; rank 0 owns it).
   const ParameterLayout serial(GptShapes::from(ref.cfg().model, 1), 0, 1);
-  HostState w = empty_state(serial);
-  w.shard.params_owner = w.shard.optim_owner = rank() == 0;
-  load_checkpoint(path, ref.cfg(), w.shard, MPI_COMM_WORLD);
+  const HostState w = load_whole(path, serial);
   EXPECT_TRUE(bitwise_equal(w.params, ref.whole3.params));
   EXPECT_TRUE(bitwise_equal(w.m, ref.whole3.m));
   EXPECT_TRUE(bitwise_equal(w.v, ref.whole3.v));
@@ -348,8 +360,8 @@ TEST_P(CheckpointRoundTrip, ZeroPartitionsAndReplicatedTensorParallel) {
   z.params_owner = rank() == 0;
   load_checkpoint(a, ref.cfg(), z, MPI_COMM_WORLD);
   EXPECT_TRUE(bitwise_equal(params, ref.whole3.params));
-  EXPECT_TRUE(bitwise_equal(m, std::vector<float>(ref.whole3.m.begin() + b, ref.whole3.m.begin() + e)));
-  EXPECT_TRUE(bitwise_equal(v, std::vector<float>(ref.whole3.v.begin() + b, ref.whole3.v.begin() + e)));
+  EXPECT_TRUE(bitwise_equal(m, slice(ref.whole3.m, b, e)));
+  EXPECT_TRUE(bitwise_equal(v, slice(ref.whole3.v, b, e)));
 
   // Written from the partitions and read back into the tp = world layout: the original state.
   const std::string zdir = shared_dir("trident-ckpt-zero-w");
@@ -386,10 +398,8 @@ TEST_P(CheckpointRoundTrip, ParametersWrittenFromTheirZeroRanges) {
   const ParameterLayout serial(GptShapes::from(ref.cfg().model, 1), 0, 1);
   const int64_t total = serial.total();
   const auto [b, e] = odd_range(total);
-  const auto range_of = [&](const std::vector<float>& whole) {
-    return std::vector<float>(whole.begin() + b, whole.begin() + e);
-  };
-  std::vector<float> params = range_of(ref.whole3.params), m = range_of(ref.whole3.m), v = range_of(ref.whole3.v);
+  std::vector<float> params = slice(ref.whole3.params, b, e), m = slice(ref.whole3.m, b, e),
+                     v = slice(ref.whole3.v, b, e);
   RankShard z = range_shard(serial, params.data(), m.data(), v.data(), {b, e});
   z.params_in_range = true;
   const std::string dir = shared_dir("trident-ckpt-ranged");
@@ -397,9 +407,7 @@ TEST_P(CheckpointRoundTrip, ParametersWrittenFromTheirZeroRanges) {
   cfg.checkpoint.dir = dir;
   const std::string path = write_checkpoint(dir, cfg, z, progress_after_step(cfg, 3, NAN), MPI_COMM_WORLD);
 
-  HostState w = empty_state(serial);
-  w.shard.params_owner = w.shard.optim_owner = rank() == 0;
-  load_checkpoint(path, ref.cfg(), w.shard, MPI_COMM_WORLD);
+  const HostState w = load_whole(path, serial);
   EXPECT_TRUE(bitwise_equal(w.params, ref.whole3.params));
   EXPECT_TRUE(bitwise_equal(w.v, ref.whole3.v));
   const HostState r = load(path, ref.layout());
@@ -411,7 +419,7 @@ TEST_P(CheckpointRoundTrip, ParametersWrittenFromTheirZeroRanges) {
   z.exp_avg = back_m.data();
   z.exp_avg_sq = back_v.data();
   load_checkpoint(path, ref.cfg(), z, MPI_COMM_WORLD);
-  EXPECT_TRUE(bitwise_equal(back, range_of(ref.whole3.params)));
+  EXPECT_TRUE(bitwise_equal(back, slice(ref.whole3.params, b, e)));
 
   // A rank with an empty range (here the last, whose range the one before takes) passes no buffers.
   if (world() > 1) {
@@ -420,17 +428,14 @@ TEST_P(CheckpointRoundTrip, ParametersWrittenFromTheirZeroRanges) {
     y.optim_begin = last ? total : b;
     y.optim_end = total;
     if (rank() + 2 != world()) y.optim_end = e;
-    const auto range = [&](const std::vector<float>& whole) {
-      return std::vector<float>(whole.begin() + y.optim_begin, whole.begin() + y.optim_stop());
-    };
-    std::vector<float> yp = range(ref.whole3.params), ym = range(ref.whole3.m), yv = range(ref.whole3.v);
+    const int64_t yb = y.optim_begin, ye = y.optim_stop();
+    std::vector<float> yp = slice(ref.whole3.params, yb, ye), ym = slice(ref.whole3.m, yb, ye),
+                       yv = slice(ref.whole3.v, yb, ye);
     y.params = last ? nullptr : yp.data();
     y.exp_avg = last ? nullptr : ym.data();
     y.exp_avg_sq = last ? nullptr : yv.data();
     const std::string ypath = write_checkpoint(dir, cfg, y, progress_after_step(cfg, 4, NAN), MPI_COMM_WORLD);
-    HostState u = empty_state(serial);
-    u.shard.params_owner = u.shard.optim_owner = rank() == 0;
-    load_checkpoint(ypath, ref.cfg(), u.shard, MPI_COMM_WORLD);
+    const HostState u = load_whole(ypath, serial);
     EXPECT_TRUE(bitwise_equal(u.params, ref.whole3.params));
     EXPECT_TRUE(bitwise_equal(u.m, ref.whole3.m));
   }
