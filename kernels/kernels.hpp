@@ -16,8 +16,8 @@
 //    accumulation over micro-batches and residual branches free.
 //  * Deterministic: the same inputs give bit-identical outputs (no atomics on floats, fixed
 //    reduction order), so recompute modes and reruns agree bit for bit.
-//  * fp32 storage (bf16 only where a caller packs activations, round_to_bf16); reductions over long
-//    axes (LayerNorm statistics, norms, losses) in double.
+//  * fp32 storage (bf16 where a caller packs activations, round_to_bf16, and GEMM inputs given as bf16
+//    patterns, GemmInput); reductions over long axes (LayerNorm statistics, norms, losses) in double.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -37,6 +37,21 @@ struct AdamWSegment {
 struct AdamWStep {
   float lr = 0, beta1 = 0, beta2 = 0, eps = 0;
   int64_t step = 1;
+};
+
+// An input matrix of a GEMM (Kernels::matmul_forward/backward): its fp32 values, the bf16 patterns of
+// values that are bf16 numbers (as round_to_bf16 leaves them; a bf16 working copy, a saved activation),
+// or both, which then hold the same values. A backend reads the form its matmul precision wants: under
+// BF16 the patterns as they are (no rounded copy; CUDA hands them to cuBLASLt), else the values, the
+// patterns widened into a copy where only they are given (exact: a bf16 number is a TF32 and an fp32 one).
+struct GemmInput {
+  const float* values = nullptr;
+  const uint16_t* bf16 = nullptr;
+  GemmInput(const float* v) : values(v) {}  // implicit: an fp32 operand as before
+  GemmInput(const float* v, const uint16_t* patterns) : values(v), bf16(patterns) {}
+  static GemmInput patterns(const uint16_t* p) { return {nullptr, p}; }
+  // The operand from element k on (a panel of a weight's rows).
+  GemmInput at(int64_t k) const { return {values ? values + k : nullptr, bf16 ? bf16 + k : nullptr}; }
 };
 
 class Kernels {
@@ -125,11 +140,12 @@ class Kernels {
   // and dk; every product summed in fp32 (CUDA: tensor cores, cuda/attention_tc.cu). Other head sizes,
   // TF32 (attention stays fp32 there) and attention_forward_rows (incremental decoding) stay fp32.
   virtual void set_matmul_precision(MatmulPrecision precision) = 0;
-  virtual void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
-                              int64_t N, int64_t IC, int64_t OC) = 0;
+  // inp and weight are GemmInputs: fp32 values, bf16 patterns or both (above).
+  virtual void matmul_forward(float* out, GemmInput inp, GemmInput weight, const float* bias, int64_t N, int64_t IC,
+                              int64_t OC) = 0;
   // dinp, dweight, dbias may each be null (not wanted).
-  virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                               const float* inp, const float* weight, int64_t N, int64_t IC, int64_t OC) = 0;
+  virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, GemmInput inp,
+                               GemmInput weight, int64_t N, int64_t IC, int64_t OC) = 0;
 
   // ---- causal self-attention, grouped-query (flash-style contract) ----
   // NH query heads and KVH key/value heads of size HD (NH a multiple of KVH; KVH = NH is multi-head

@@ -184,13 +184,13 @@ class TimedKernels : public trident::Kernels {
     T("residual_rmsnorm_forward", [&] { k_.residual_rmsnorm_forward(x, res, o, r, w, N, C, eps); });
   }
   void set_matmul_precision(trident::MatmulPrecision p) override { k_.set_matmul_precision(p); }
-  void matmul_forward(float* o, const float* i, const float* w, const float* b, int64_t N, int64_t IC,
+  void matmul_forward(float* o, trident::GemmInput i, trident::GemmInput w, const float* b, int64_t N, int64_t IC,
                       int64_t OC) override {
     T(OC > 8 * IC ? "matmul_forward (lm_head)" : "matmul_forward (layers)",
       [&] { k_.matmul_forward(o, i, w, b, N, IC, OC); });
   }
-  void matmul_backward(float* di, float* dw, float* db, const float* d, const float* i, const float* w, int64_t N,
-                       int64_t IC, int64_t OC) override {
+  void matmul_backward(float* di, float* dw, float* db, const float* d, trident::GemmInput i, trident::GemmInput w,
+                       int64_t N, int64_t IC, int64_t OC) override {
     T(OC > 8 * IC ? "matmul_backward (lm_head)" : "matmul_backward (layers)",
       [&] { k_.matmul_backward(di, dw, db, d, i, w, N, IC, OC); });
   }

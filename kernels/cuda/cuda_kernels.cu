@@ -169,12 +169,12 @@ class CudaKernels final : public Kernels {
     matmul_.set_precision(precision);
     matmul_precision_ = precision;
   }
-  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t IC,
+  void matmul_forward(float* out, GemmInput inp, GemmInput weight, const float* bias, int64_t N, int64_t IC,
                       int64_t OC) override {
     matmul_.forward(out, inp, weight, bias, N, IC, OC);
   }
-  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                       const float* weight, int64_t N, int64_t IC, int64_t OC) override {
+  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, GemmInput inp,
+                       GemmInput weight, int64_t N, int64_t IC, int64_t OC) override {
     matmul_.backward(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
   }
 

@@ -19,6 +19,8 @@ constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 // The bias epilogue is used only with a bias pointer aligned at least this much; a less aligned
 // bias (a slice of a flat parameter buffer) is added by add_bias instead.
 constexpr int64_t kEpilogueBiasAlignment = 16;
+// bf16 patterns are handed to cuBLASLt as they are only when aligned at least this much (Matmul::operand).
+constexpr int64_t kDirectPatternAlignment = 16;
 
 // Largest power of two dividing the address, capped at 256 (cuBLASLt's default assumption).
 int64_t alignment_of(const void* p) {
@@ -169,11 +171,24 @@ Matmul::Plan& Matmul::plan(const Key& key, const float* bias) {
 
 Matmul::Operand::~Operand() { alloc->release(copy); }
 
-Matmul::Operand Matmul::operand(const float* x, int64_t n) {
-  if (precision_ != MatmulPrecision::BF16) return Operand{x, nullptr, &alloc_};
+Matmul::Operand Matmul::operand(const GemmInput& x, int64_t n) {
+  if (precision_ != MatmulPrecision::BF16) {
+    if (x.values) return Operand{x.values, nullptr, &alloc_};
+    float* copy = static_cast<float*>(alloc_.allocate(n * int64_t(sizeof(float))));
+    unpack_bf16(stream_, copy, x.bf16, n);
+    return Operand{copy, copy, &alloc_};
+  }
+  // Patterns less aligned than a vector load are copied into an aligned block rather than handed to
+  // cuBLASLt as they are, whose kernels for such operands may be slow or absent.
+  if (x.bf16 && alignment_of(x.bf16) >= kDirectPatternAlignment) return Operand{x.bf16, nullptr, &alloc_};
   void* copy = alloc_.allocate(n * int64_t(sizeof(uint16_t)));
-  const unsigned blocks = unsigned(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535));
-  TRIDENT_CUDA_CHECK(launch(to_bf16_kernel, blocks, kThreads, 0, stream_, static_cast<uint16_t*>(copy), x, n));
+  if (x.bf16) {
+    TRIDENT_CUDA_CHECK(cudaMemcpyAsync(copy, x.bf16, size_t(n) * sizeof(uint16_t), cudaMemcpyDeviceToDevice, stream_));
+  } else {
+    const unsigned blocks = unsigned(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535));
+    TRIDENT_CUDA_CHECK(
+        launch(to_bf16_kernel, blocks, kThreads, 0, stream_, static_cast<uint16_t*>(copy), x.values, n));
+  }
   return Operand{copy, copy, &alloc_};
 }
 
@@ -190,7 +205,7 @@ void Matmul::gemm(bool transa, bool transb, int64_t m, int64_t n, int64_t k, con
                                       workspace_, kWorkspaceBytes, stream_));
 }
 
-void Matmul::forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t IC,
+void Matmul::forward(float* out, GemmInput inp, GemmInput weight, const float* bias, int64_t N, int64_t IC,
                      int64_t OC) {
   if (N <= 0 || OC <= 0) return;
   if (IC <= 0) {  // an empty sum: out = bias (or 0)
@@ -203,8 +218,8 @@ void Matmul::forward(float* out, const float* inp, const float* weight, const fl
   if (bias != nullptr && !epilogue) add_bias(stream_, out, bias, N, OC);
 }
 
-void Matmul::backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                      const float* weight, int64_t N, int64_t IC, int64_t OC) {
+void Matmul::backward(float* dinp, float* dweight, float* dbias, const float* dout, GemmInput inp,
+                      GemmInput weight, int64_t N, int64_t IC, int64_t OC) {
   if (N <= 0 || OC <= 0) return;  // every gradient gets an empty sum added: nothing to do
   if (IC > 0 && (dinp || dweight)) {
     const Operand d = operand(dout, N * OC);  // converted once for both GEMMs

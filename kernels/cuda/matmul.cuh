@@ -3,8 +3,10 @@
 // 32 MiB workspace owned by the object. The MatmulPrecision (core/matmul_precision.hpp) picks the GEMM:
 //   fp32: CUBLAS_COMPUTE_32F on fp32 operands (exact fp32, CUDA cores);
 //   tf32: CUBLAS_COMPUTE_32F_FAST_TF32 on fp32 operands (tensor cores round them to TF32);
-//   bf16: both operands converted to bfloat16 copies (round to nearest even, a kernel of ours), then
-//         CUBLAS_COMPUTE_32F on bf16 A and B with fp32 C and D (tensor cores, fp32 accumulation).
+//   bf16: CUBLAS_COMPUTE_32F on bf16 A and B with fp32 C and D (tensor cores, fp32 accumulation). An
+//         input given as bf16 patterns (GemmInput: a bf16 working copy, a saved activation) is read as
+//         it is; one given as fp32 values is converted to a bfloat16 copy first (round to nearest even,
+//         a kernel of ours).
 // Not CUBLAS_COMPUTE_32F_FAST_16BF for bf16: on an H100 (cuBLAS 13.0) it gave TF32's numbers and
 // speed, not bf16's (tests/kernels/test_matmul_precision.cpp found it).
 //
@@ -36,9 +38,8 @@ class Matmul {
   Matmul(const Matmul&) = delete;
   Matmul& operator=(const Matmul&) = delete;
 
-  void forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t IC,
-               int64_t OC);
-  void backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
+  void forward(float* out, GemmInput inp, GemmInput weight, const float* bias, int64_t N, int64_t IC, int64_t OC);
+  void backward(float* dinp, float* dweight, float* dbias, const float* dout, GemmInput inp, GemmInput weight,
                 int64_t N, int64_t IC, int64_t OC);
   void set_precision(MatmulPrecision precision) { precision_ = precision; }
 
@@ -52,9 +53,11 @@ class Matmul {
   using Key = std::array<int64_t, 14>;
 
   // Column-major C[m,n] = op(A) op(B) + beta C (+ bias[m] per row when bias != nullptr).
-  // A GEMM operand as the GEMM reads it: the fp32 matrix itself, or (bf16) its bfloat16 copy in a
-  // scratch block, released when the Operand goes (stream-ordered: the allocator may hand the block out
-  // again to work enqueued after the GEMMs that read it). Contiguous: every caller's ld is its rows.
+  // A GEMM operand as the GEMM reads it: the input itself (fp32 values, or bf16 patterns at least
+  // 16-byte aligned under bf16), or a copy in a scratch block (bf16: the values converted, or patterns
+  // less aligned copied; fp32: patterns widened), released when the Operand goes (stream-ordered: the
+  // allocator may hand the block out again to work enqueued after the GEMMs that read it). Contiguous:
+  // every caller's ld is its rows.
   struct Operand {
     const void* data;
     void* copy;
@@ -63,7 +66,7 @@ class Matmul {
     Operand(const Operand&) = delete;
     Operand& operator=(const Operand&) = delete;
   };
-  Operand operand(const float* x, int64_t n);
+  Operand operand(const GemmInput& x, int64_t n);
   // A and B of the type the precision gives them (fp32, or bf16 from operand()).
   void gemm(bool transa, bool transb, int64_t m, int64_t n, int64_t k, const void* A, int64_t lda, const void* B,
             int64_t ldb, float* C, int64_t ldc, float beta, const float* bias);

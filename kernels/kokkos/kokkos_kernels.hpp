@@ -174,35 +174,44 @@ class KokkosKernels final : public Kernels {
   // output features (rounded_gemm_panel, core/matmul_precision.hpp), so the workspace holds one panel of
   // the weight and of dout (or of forward's product) besides inp's copy, not the whole of them.
   void set_matmul_precision(MatmulPrecision precision) override { matmul_precision_ = precision; }
-  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N,
-                      int64_t IC, int64_t OC) override {
+  void matmul_forward(float* out, GemmInput inp, GemmInput weight, const float* bias, int64_t N, int64_t IC,
+                      int64_t OC) override {
     const int dropped = kk::dropped_mantissa_bits(matmul_precision_);
-    if (!dropped)
-      return kk::matmul_forward(space_, kk::mat<ES>(out, N, OC), kk::cmat<ES>(inp, N, IC), kk::cmat<ES>(weight, OC, IC),
+    if (!dropped) {  // fp32 GEMMs; an input given as patterns alone is widened into the workspace
+      const int64_t nx = widened_size(inp, N * IC);
+      float* ws = float_workspace(nx + widened_size(weight, OC * IC)).data();
+      return kk::matmul_forward(space_, kk::mat<ES>(out, N, OC), kk::cmat<ES>(values_of(inp, N * IC, ws), N, IC),
+                                kk::cmat<ES>(values_of(weight, OC * IC, ws + nx), OC, IC),
                                 kk::cvec<ES>(bias, bias ? OC : 0));
+    }
     const int64_t P = rounded_gemm_panel(N, IC, OC);
     const bool whole = P == OC;
     // The workspace: inp's copy, a panel of the weight's rows, (panels) the panel's product.
     float* ws = float_workspace(N * IC + P * IC + (whole ? 0 : N * P)).data();
-    const float* r_inp = operand(inp, N * IC, ws, dropped);
+    const float* r_inp = gemm_operand(inp, N * IC, ws, dropped);
     float* product = whole ? out : ws + N * IC + P * IC;
     for (int64_t o0 = 0; o0 < OC; o0 += P) {
       const int64_t n = std::min(P, OC - o0);
       kk::matmul_forward(space_, kk::mat<ES>(product, N, n), kk::cmat<ES>(r_inp, N, IC),
-                         kk::cmat<ES>(operand(weight + o0 * IC, n * IC, ws + N * IC, dropped), n, IC),
+                         kk::cmat<ES>(gemm_operand(weight.at(o0 * IC), n * IC, ws + N * IC, dropped), n, IC),
                          kk::cvec<ES>(bias ? bias + o0 : nullptr, bias ? n : 0));
       if (!whole) kk::put_columns(space_, kk::mat<ES>(out, N, OC), kk::cmat<ES>(product, N, n), o0);
     }
   }
-  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                       const float* weight, int64_t N, int64_t IC, int64_t OC) override {
-    if (dbias) matmul_backward_unrounded(nullptr, nullptr, dbias, dout, inp, weight, N, IC, OC);
+  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, GemmInput inp,
+                       GemmInput weight, int64_t N, int64_t IC, int64_t OC) override {
+    if (dbias) matmul_backward_unrounded(nullptr, nullptr, dbias, dout, nullptr, nullptr, N, IC, OC);
     const int dropped = kk::dropped_mantissa_bits(matmul_precision_);
-    if (!dropped) return matmul_backward_unrounded(dinp, dweight, nullptr, dout, inp, weight, N, IC, OC);
+    if (!dropped) {  // fp32 GEMMs, as forward
+      const int64_t nx = dweight ? widened_size(inp, N * IC) : 0;
+      float* ws = float_workspace(nx + (dinp ? widened_size(weight, OC * IC) : 0)).data();
+      return matmul_backward_unrounded(dinp, dweight, nullptr, dout, dweight ? values_of(inp, N * IC, ws) : nullptr,
+                                       dinp ? values_of(weight, OC * IC, ws + nx) : nullptr, N, IC, OC);
+    }
     const int64_t P = rounded_gemm_panel(N, IC, OC);
     // The workspace: inp's copy (for dweight), a panel of dout's columns, a panel of the weight's rows (for dinp).
     float* ws = float_workspace((dweight ? N * IC : 0) + N * P + (dinp ? P * IC : 0)).data();
-    const float* r_inp = dweight ? operand(inp, N * IC, ws, dropped) : inp;
+    const float* r_inp = dweight ? gemm_operand(inp, N * IC, ws, dropped) : nullptr;
     float* dout_panel = ws + (dweight ? N * IC : 0);
     for (int64_t o0 = 0; o0 < OC; o0 += P) {
       const int64_t n = std::min(P, OC - o0);
@@ -210,7 +219,7 @@ class KokkosKernels final : public Kernels {
         operand(dout, N * OC, dout_panel, dropped);
       else
         kk::round_columns(space_, kk::mat<ES>(dout_panel, N, n), kk::cmat<ES>(dout, N, OC), o0, dropped);
-      const float* r_weight = dinp ? operand(weight + o0 * IC, n * IC, dout_panel + N * P, dropped) : weight;
+      const float* r_weight = dinp ? gemm_operand(weight.at(o0 * IC), n * IC, dout_panel + N * P, dropped) : nullptr;
       matmul_backward_unrounded(dinp, dweight ? dweight + o0 * IC : nullptr, nullptr, dout_panel, r_inp, r_weight, N,
                                 IC, n);
     }
@@ -332,11 +341,27 @@ class KokkosKernels final : public Kernels {
     return p;
   }
 
+  // inp is read for dweight only, weight for dinp only (either may be null when its gradient is not wanted).
   void matmul_backward_unrounded(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                                  const float* weight, int64_t N, int64_t IC, int64_t OC) {
     kk::matmul_backward(space_, kk::mat<ES>(dinp, dinp ? N : 0, IC), kk::mat<ES>(dweight, dweight ? OC : 0, IC),
-                        kk::vec<ES>(dbias, dbias ? OC : 0), kk::cmat<ES>(dout, N, OC), kk::cmat<ES>(inp, N, IC),
-                        kk::cmat<ES>(weight, OC, IC));
+                        kk::vec<ES>(dbias, dbias ? OC : 0), kk::cmat<ES>(dout, N, OC),
+                        kk::cmat<ES>(inp, inp ? N : 0, IC), kk::cmat<ES>(weight, weight ? OC : 0, IC));
+  }
+  // A GEMM input for the fp32 GEMMs: its values, or (given as patterns alone) its patterns widened
+  // into copy, which holds widened_size floats.
+  static int64_t widened_size(const GemmInput& x, int64_t n) { return x.values ? 0 : n; }
+  const float* values_of(const GemmInput& x, int64_t n, float* copy) {
+    if (x.values) return x.values;
+    unpack_bf16(copy, x.bf16, n);
+    return copy;
+  }
+  // A GEMM input rounded to `dropped` > 0 bits into copy: its patterns widened (a bf16 number is its own
+  // rounding to bf16 or TF32; the same bits as rounding its values), else its values rounded.
+  const float* gemm_operand(const GemmInput& x, int64_t n, float* copy, int dropped) {
+    if (!x.bf16) return operand(x.values, n, copy, dropped);
+    unpack_bf16(copy, x.bf16, n);
+    return copy;
   }
   // x itself (dropped == 0), or its n elements rounded into copy.
   // The bits attention's operands drop: bf16's where attention_follows_bf16 (kernels.hpp), else none.

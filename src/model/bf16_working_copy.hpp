@@ -6,7 +6,8 @@
 //
 // The model reads the copy through its ParameterSource: acquiring a segment (a layer, the head's tail,
 // an embedding) widens that segment's patterns into a pooled fp32 buffer (exactly the bf16 values),
-// releasing it gives the buffer back. So a chunk costs 2 bytes an element plus the few segment
+// releasing it gives the buffer back; its GEMMs read the weights' patterns as they are
+// (ParameterSource::patterns, GemmInput). So a chunk costs 2 bytes an element plus the few segment
 // buffers in use at once (the largest a layer or the token embedding), not 4 bytes an element.
 // (ZeRO-3 keeps no whole working copy: its gathers round the masters, data_parallel/sharded_parameters.hpp.)
 #include <cstdint>
@@ -46,8 +47,12 @@ class Bf16WorkingCopy {
     int64_t begin = 0;
     ParameterBufferPool::Buffer* buffer = nullptr;
   };
-  using Source = ChunkParameterSource<Bf16WorkingCopy>;
-  friend Source;
+  // A chunk's source: its segments widened, and its patterns for the GEMMs to read as they are.
+  struct Source : ChunkParameterSource<Bf16WorkingCopy> {
+    using ChunkParameterSource::ChunkParameterSource;
+    const uint16_t* patterns() const override { return owner_.patterns(chunk_); }
+  };
+  friend ChunkParameterSource<Bf16WorkingCopy>;
   struct Chunk {
     GptModel* model = nullptr;
     uint16_t* patterns = nullptr;

@@ -140,7 +140,27 @@ void GptModel::keep(float* x, const PackedActs* packed, uint16_t* PackedActs::*f
 }
 
 void GptModel::unpack(const PackedActs& packed, const LayerActs& a) {
-  for (const auto& f : packed_fields()) k_.unpack_bf16(a.*f.value, packed.*f.bits, f.n);
+  for (const auto& f : packed_fields())
+    if (backward_reads_values(f.bits)) k_.unpack_bf16(a.*f.value, packed.*f.bits, f.n);
+}
+
+// The MLP activation is read by its GEMM alone; the norm outputs too, unless SP all-gathers them first
+// (in fp32); q|k|v, the attention output and the MLP pre-activation by attention's and the activation's
+// backward as well.
+bool GptModel::backward_reads_values(uint16_t* PackedActs::*field) const {
+  if (field == &PackedActs::fchg) return false;
+  if (field == &PackedActs::ln1 || field == &PackedActs::ln2) return sp_;
+  return true;
+}
+
+GemmInput GptModel::kept(const float* values, const PackedActs* packed, uint16_t* PackedActs::*field) const {
+  return {values, packed ? packed->*field : nullptr};
+}
+
+GemmInput GptModel::kept_for_backward(const float* values, const PackedActs* packed,
+                                      uint16_t* PackedActs::*field) const {
+  if (!packed) return values;
+  return backward_reads_values(field) ? kept(values, packed, field) : GemmInput::patterns(packed->*field);
 }
 
 // Slots are made on first need and reused afterwards.
@@ -264,17 +284,19 @@ void GptModel::layer_forward(Slot& sl, int64_t l, const LayerActs& a, bool ln1_d
   acquire_params(layer_range(l));
   if (!ln1_done) norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b);
   keep(a.ln1, pk, &PackedActs::ln1, Nl * C);
-  k_.matmul_forward(a.qkv, to_full(a.ln1, C), param(p.qkv_w), optional_param(p.qkv_b), N, C, QKVl_);
+  k_.matmul_forward(a.qkv, sp_ ? to_full(a.ln1, C) : kept(a.ln1, pk, &PackedActs::ln1), weight(p.qkv_w),
+                    optional_param(p.qkv_b), N, C, QKVl_);
   if (s.rope) k_.rope_forward(a.qkv, rope_table_, B_, s.T, NHl_, KVHl_, s.HD, 0, s.T);
   keep(a.qkv, pk, &PackedActs::qkv, N * QKVl_);
   k_.attention_forward(a.atty, a.lse, a.qkv, B_, s.T, NHl_, KVHl_, s.HD);
   keep(a.atty, pk, &PackedActs::atty, N * Cl_);
-  k_.matmul_forward(partial_for(a.x2), a.atty, param(p.attn_proj_w), bias_here ? optional_param(p.attn_proj_b) : nullptr,
-                    N, Cl_, C);
+  k_.matmul_forward(partial_for(a.x2), kept(a.atty, pk, &PackedActs::atty), weight(p.attn_proj_w),
+                    bias_here ? optional_param(p.attn_proj_b) : nullptr, N, Cl_, C);
   from_partial(partial_for(a.x2), a.x2, C);
   residual_norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, x, p.ln2_w, p.ln2_b);  // x2 = x + attn, ln_2 of it
   keep(a.ln2, pk, &PackedActs::ln2, Nl * C);
-  k_.matmul_forward(a.fch, to_full(a.ln2, C), param(p.fc_w), optional_param(p.fc_b), N, C, FCl_);
+  k_.matmul_forward(a.fch, sp_ ? to_full(a.ln2, C) : kept(a.ln2, pk, &PackedActs::ln2), weight(p.fc_w),
+                    optional_param(p.fc_b), N, C, FCl_);
   keep(a.fch, pk, &PackedActs::fch, N * FCl_);
   if (s.swiglu) {
     k_.swiglu_forward(a.fchg, a.fch, N, Fl_);
@@ -283,8 +305,8 @@ void GptModel::layer_forward(Slot& sl, int64_t l, const LayerActs& a, bool ln1_d
   }
   keep(a.fchg, pk, &PackedActs::fchg, N * Fl_);
   float* out = sl.residual[l - L0_ + 1];
-  k_.matmul_forward(partial_for(out), a.fchg, param(p.fc_proj_w), bias_here ? optional_param(p.fc_proj_b) : nullptr, N,
-                    Fl_, C);
+  k_.matmul_forward(partial_for(out), kept(a.fchg, pk, &PackedActs::fchg), weight(p.fc_proj_w),
+                    bias_here ? optional_param(p.fc_proj_b) : nullptr, N, Fl_, C);
   from_partial(partial_for(out), out, C);
   // The layer boundary reads activations and the next norm's weights only: this layer's parameters go
   // first (also the hold its ln_1 took, acquired by the previous layer), so one layer is held at a time.
@@ -306,18 +328,19 @@ void GptModel::layer_backward(Slot& sl, int64_t l, const LayerActs& a) {
   float* dln_local = sp_ ? partial_ : dln_;  // input gradient of a column-parallel GEMM, reduced
   acquire_params(layer_range(l));
   if (l > L0_) prefetch_params(layer_range(l - 1));
+  const PackedActs* pk = packed_for(sl, l);  // null under full recompute: its rerun keeps fp32 values
   if (recompute_ == Recompute::Full) {
     layer_forward(sl, l, a);
   } else {
-    if (const PackedActs* pk = packed_for(sl, l)) unpack(*pk, a);
+    if (pk) unpack(*pk, a);
     if (recompute_ == Recompute::Selective)
       k_.attention_forward(atty_scratch_, a.lse, a.qkv, B_, s.T, NHl_, KVHl_, s.HD);  // same bits as a.atty
   }
   open_grads(layer_range(l).first, layer_range(l).second);
   // MLP branch; the residual passes dres through unchanged and the norm's backward adds to it.
   k_.fill(dfchg_, 0.f, N * Fl_);
-  k_.matmul_backward(dfchg_, grad(p.fc_proj_w), optional_grad(p.fc_proj_b), to_full(dres_, C), a.fchg,
-                     param(p.fc_proj_w), N, Fl_, C);
+  k_.matmul_backward(dfchg_, grad(p.fc_proj_w), optional_grad(p.fc_proj_b), to_full(dres_, C),
+                     kept_for_backward(a.fchg, pk, &PackedActs::fchg), weight(p.fc_proj_w), N, Fl_, C);
   k_.fill(dfch_, 0.f, N * FCl_);
   if (s.swiglu) {
     k_.swiglu_backward(dfch_, a.fch, dfchg_, N, Fl_);
@@ -325,18 +348,22 @@ void GptModel::layer_backward(Slot& sl, int64_t l, const LayerActs& a) {
     k_.gelu_backward(dfch_, a.fch, dfchg_, N * Fl_);
   }
   k_.fill(dln_, 0.f, N * C);
-  k_.matmul_backward(dln_, grad(p.fc_w), optional_grad(p.fc_b), dfch_, to_full(a.ln2, C), param(p.fc_w), N, C, FCl_);
+  k_.matmul_backward(dln_, grad(p.fc_w), optional_grad(p.fc_b), dfch_,
+                     sp_ ? to_full(a.ln2, C) : kept_for_backward(a.ln2, pk, &PackedActs::ln2), weight(p.fc_w), N, C,
+                     FCl_);
   from_partial(dln_, dln_local, C);
   norm_backward(dres_, p.ln2_w, p.ln2_b, dln_local, a.x2, a.ln2_mean, a.ln2_rstd);
   // Attention branch (dln_ first holds the gradient of the attention output, [N, Cl]).
   k_.fill(dln_, 0.f, N * Cl_);
-  k_.matmul_backward(dln_, grad(p.attn_proj_w), optional_grad(p.attn_proj_b), to_full(dres_, C), a.atty,
-                     param(p.attn_proj_w), N, Cl_, C);
+  k_.matmul_backward(dln_, grad(p.attn_proj_w), optional_grad(p.attn_proj_b), to_full(dres_, C),
+                     kept_for_backward(a.atty, pk, &PackedActs::atty), weight(p.attn_proj_w), N, Cl_, C);
   k_.fill(dqkv_, 0.f, N * QKVl_);
   k_.attention_backward(dqkv_, dln_, a.qkv, a.atty, a.lse, B_, s.T, NHl_, KVHl_, s.HD);
   if (s.rope) k_.rope_backward(dqkv_, rope_table_, B_, s.T, NHl_, KVHl_, s.HD, 0, s.T);
   k_.fill(dln_, 0.f, N * C);
-  k_.matmul_backward(dln_, grad(p.qkv_w), optional_grad(p.qkv_b), dqkv_, to_full(a.ln1, C), param(p.qkv_w), N, C, QKVl_);
+  k_.matmul_backward(dln_, grad(p.qkv_w), optional_grad(p.qkv_b), dqkv_,
+                     sp_ ? to_full(a.ln1, C) : kept_for_backward(a.ln1, pk, &PackedActs::ln1), weight(p.qkv_w), N, C,
+                     QKVl_);
   from_partial(dln_, dln_local, C);
   norm_backward(dres_, p.ln1_w, p.ln1_b, dln_local, sl.residual[l - L0_], a.ln1_mean, a.ln1_rstd);
   close_grads();
@@ -380,7 +407,7 @@ void GptModel::head_rows(int64_t r0, int64_t n, const float* lnf_full, float dlo
   const int64_t C = shapes_.C;
   const float* x = lnf_full + r0 * C;
   float* target_logit = sumexp_ + n;
-  k_.matmul_forward(logits_, x, param(layout_.lm_head()), nullptr, n, C, Vl_);
+  k_.matmul_forward(logits_, x, weight(layout_.lm_head()), nullptr, n, C, Vl_);
   k_.xent_row_max(rowmax_, logits_, n, Vl_, vocab_real_);
   if (tp_.size() > 1) tp_.group->all_reduce(rowmax_, n, ReduceOp::Max);
   k_.xent_sumexp_target(sumexp_, target_logit, logits_, rowmax_, targets_ + r0, vocab_begin_, n, Vl_, vocab_real_);
@@ -388,7 +415,7 @@ void GptModel::head_rows(int64_t r0, int64_t n, const float* lnf_full, float dlo
   k_.xent_loss_grad(losses_ + r0, logits_, rowmax_, sumexp_, target_logit, targets_ + r0, vocab_begin_, dloss_scale, n,
                     Vl_, vocab_real_);
   if (with_grad)  // logits_ now holds dloss_scale * dL/dlogits of these rows
-    k_.matmul_backward(dln_ + r0 * C, grad(layout_.lm_head()), nullptr, logits_, x, param(layout_.lm_head()), n, C,
+    k_.matmul_backward(dln_ + r0 * C, grad(layout_.lm_head()), nullptr, logits_, x, weight(layout_.lm_head()), n, C,
                        Vl_);
 }
 
@@ -549,6 +576,7 @@ std::pair<int64_t, int64_t> GptModel::layer_range(int64_t l) const {
 void GptModel::set_parameter_source(ParameterSource* source) {
   TRIDENT_CHECK(source && held_.empty(), "internal: set_parameter_source needs a source and no held segment");
   source_ = source;
+  param_patterns_ = source->patterns();
   if (!params_) return;
   owned_.erase(std::find(owned_.begin(), owned_.end(), static_cast<void*>(params_)));
   k_.free(params_);
@@ -583,6 +611,10 @@ void GptModel::release_params(std::pair<int64_t, int64_t> range) {
 
 void GptModel::prefetch_params(std::pair<int64_t, int64_t> range) {
   if (source_) source_->prefetch(range.first, range.second);
+}
+
+GemmInput GptModel::weight(int64_t offset) const {
+  return {param(offset), param_patterns_ ? param_patterns_ + offset : nullptr};
 }
 
 const float* GptModel::optional_param(int64_t offset) const { return offset < 0 ? nullptr : param(offset); }

@@ -23,9 +23,12 @@
 // train.precision = "bf16" (Precision::BF16): the activations a layer keeps for backward, its norm
 // outputs, q|k|v, attention output, MLP pre-activation and activation, are rounded to bf16
 // (Kernels::round_to_bf16) as soon as they are produced, so forward goes on with the rounded values, and
-// a slot keeps only their bf16 patterns; backward unpacks a layer's into one shared fp32 set. Forward and
+// a slot keeps only their bf16 patterns. The GEMMs read those patterns (GemmInput: no rounded copy on a
+// GPU), in forward and backward; backward unpacks into one shared fp32 set only what other kernels read
+// (q|k|v, the attention output, the MLP pre-activation; and the norm outputs that SP gathers). Forward and
 // backward therefore read the same values, the three recompute modes stay bit-identical, and these
-// tensors take half the bytes. The residual stream (each layer's input and its sum after attention) and
+// tensors take half the bytes. A bf16 working copy of the parameters (model/bf16_working_copy.hpp) gives
+// the GEMMs its weights' patterns the same way (ParameterSource::patterns). The residual stream (each layer's input and its sum after attention) and
 // the statistics (mean, rstd, log-sum-exp) stay fp32, as do parameters and gradients.
 //
 // Micro-batches in flight (pipeline schedules) each own an activation slot; a slot is taken by
@@ -104,6 +107,9 @@ class ParameterSource {
   virtual const float* acquire(int64_t begin, int64_t end) = 0;
   virtual void release(int64_t begin, int64_t end) = 0;
   virtual void prefetch(int64_t begin, int64_t end) = 0;
+  // The bf16 patterns of the chunk's parameters (element k: flat element k) when the acquired values are
+  // their widening (a bf16 working copy), for the GEMMs to read as they are; else null.
+  virtual const uint16_t* patterns() const { return nullptr; }
 };
 
 // The ParameterSource of chunk `chunk` of an owner that serves several chunks through its own
@@ -117,7 +123,7 @@ class ChunkParameterSource : public ParameterSource {
   void release(int64_t begin, int64_t end) override { owner_.release(chunk_, begin, end); }
   void prefetch(int64_t begin, int64_t end) override { owner_.prefetch(chunk_, begin, end); }
 
- private:
+ protected:
   Owner& owner_;
   int chunk_;
 };
@@ -253,7 +259,13 @@ class GptModel {
   const PackedActs* packed_for(const Slot& s, int64_t l) const;
   // bf16 storage: x rounded in place, and its patterns kept in `packed` when not null. fp32: nothing.
   void keep(float* x, const PackedActs* packed, uint16_t* PackedActs::*field, int64_t n);
+  // Backward's fp32 copies of the packed activations that kernels other than the GEMMs read.
   void unpack(const PackedActs& packed, const LayerActs& a);
+  bool backward_reads_values(uint16_t* PackedActs::*field) const;
+  // A kept activation as a GEMM input: its values with their patterns (forward), or (backward, after
+  // unpack) its patterns alone where backward_reads_values says no fp32 copy was made.
+  GemmInput kept(const float* values, const PackedActs* packed, uint16_t* PackedActs::*field) const;
+  GemmInput kept_for_backward(const float* values, const PackedActs* packed, uint16_t* PackedActs::*field) const;
   // The activations bf16 storage packs: their LayerActs and PackedActs fields and element counts.
   struct PackedField {
     float* LayerActs::*value;
@@ -312,6 +324,8 @@ class GptModel {
   // Where forward and backward read parameter element `offset`: the whole-chunk buffer, or the
   // acquired source segment holding it. Acquisitions of one segment nest (full recompute).
   const float* param(int64_t offset) const;
+  // A GEMM weight from element `offset` on: param(), with the source's bf16 patterns when it has them.
+  GemmInput weight(int64_t offset) const;
   // param() and grad() of a tensor the model may lack (offset -1: null).
   const float* optional_param(int64_t offset) const;
   float* optional_grad(int64_t offset);
@@ -365,6 +379,7 @@ class GptModel {
   };
   std::vector<OpenSegment> open_;
   ParameterSource* source_ = nullptr;
+  const uint16_t* param_patterns_ = nullptr;  // source_->patterns()
   struct HeldSegment {
     int64_t begin, end;
     const float* data;

@@ -201,16 +201,25 @@ double gemm_operand_copy_bytes(const Config& cfg, const ClusterSpec& cluster, co
   const double N = double(l.micro_batch) * double(m.seq_len), C = double(m.hidden), t = l.tp;
   const double qkv = (C + 2.0 * double(m.head_dim() * m.kv())) / t, fc = double(ffn_hidden_of(m)) / t;
   const double up = m.mlp == Mlp::SwiGlu ? 2 * fc : fc;
+  // On a GPU a bf16 run's GEMMs read bf16 patterns as they are (GemmInput): a layer's kept activations
+  // as X (none kept under full recompute; SP gathers the norm outputs, c_attn's and c_fc's X, in fp32)
+  // and a bf16 working copy's weights as W (below ZeRO-3).
+  const bool patterns = !cpu && cfg.train.precision == Precision::BF16;
+  const bool kept = patterns && l.recompute != Recompute::Full;
+  const double x_copy = kept ? 0.0 : 1.0;
+  const double norm_x_copy = kept && !(l.sequence_parallel && l.tp > 1) ? 0.0 : 1.0;
+  const double w_copy = patterns && cfg.train.bf16_working_copy() && !(l.dp > 1 && l.zero >= 3) ? 0.0 : 1.0;
   // Backward of out[N, OC] = in[N, IC] W[OC, IC]^T rounds X, dY and W; the CPU backend takes dY's
   // columns and W's rows a panel of output features at a time (rounded_gemm_panel).
-  const auto gemm = [cpu](double rows, double IC, double OC) {
+  const auto gemm = [cpu, w_copy](double rows, double IC, double OC, double x) {
     const double panel = cpu ? double(rounded_gemm_panel(int64_t(rows), int64_t(IC), int64_t(OC))) : OC;
-    return rows * IC + panel * (rows + IC);
+    return x * rows * IC + panel * (rows + w_copy * IC);
   };
-  double elements = std::max({gemm(N, C, qkv), gemm(N, C / t, C), gemm(N, C, up), gemm(N, fc, C)});
+  double elements = std::max(
+      {gemm(N, C, qkv, norm_x_copy), gemm(N, C / t, C, x_copy), gemm(N, C, up, norm_x_copy), gemm(N, fc, C, x_copy)});
   const int64_t vocab_rows = padded_vocab(m, l.tp) / l.tp;  // the head runs logits_chunk_rows at a time
   const double head_rows = double(logits_chunk_rows(cfg.train.logits_chunk_bytes(), vocab_rows, int64_t(N)));
-  if (head) elements = std::max(elements, gemm(head_rows, C, double(vocab_rows)));
+  if (head) elements = std::max(elements, gemm(head_rows, C, double(vocab_rows), 1.0));  // X: ln_f's fp32 output
   return elements * (cpu ? 4.0 : 2.0);
 }
 

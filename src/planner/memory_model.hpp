@@ -162,7 +162,8 @@ double widened_segment_bytes(const ModelConfig& m, const Layout& l, int stage);
 // run: the largest backward of a layer's GEMMs, or of the LM head on the last stage (`head`), rounding dY,
 // W and X. The CPU backend rounds fp32 copies into one workspace (a cluster without a bf16 peak, the cpu
 // preset), dY and W a panel of output features at a time (rounded_gemm_panel); the CUDA backend makes
-// whole bf16 copies, whose blocks its caching allocator keeps.
+// whole bf16 copies, whose blocks its caching allocator keeps, except of what a bf16 run hands it as bf16
+// patterns (a layer's kept activations without SP, a bf16 working copy's weights below ZeRO-3).
 double gemm_operand_copy_bytes(const Config& cfg, const ClusterSpec& cluster, const Layout& l, bool head);
 
 MemoryEstimate estimate_memory(const Config& cfg, const ClusterSpec& cluster, const Layout& l,

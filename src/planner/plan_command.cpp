@@ -193,7 +193,7 @@ std::string explain_estimate(const Config& cfg, const ClusterSpec& cluster, cons
                     : l.zero == 2 ? "zero-2 gradient staging"
                                   : "DP buckets");
   if (pk.gemm_copies > 0)
-    os << fmt::format("    GEMM operand copies {:>10}  (the largest GEMM's rounded dY, W and X)\n", gb(pk.gemm_copies));
+    os << fmt::format("    GEMM operand copies {:>10}  (the largest GEMM's rounded dY, W and X; none of bf16 patterns)\n", gb(pk.gemm_copies));
   os << fmt::format("    runtime             {:>10}  (cluster reserved_gib: code, libraries, MPI, device context)\n",
                     gb(pk.reserved));
   os << fmt::format("    total               {:>10}  of {} per device: {}\n", gb(pk.total()), gb(mem.capacity),

@@ -178,17 +178,24 @@ TEST_F(GpuTraining, ForwardBackwardMatchesCpu) {
   }
 }
 
+// fp32, and bf16 storage (train.precision = "bf16"), where no recompute and selective recompute hand
+// the kept activations' bf16 patterns to cuBLASLt in backward while full recompute reruns forward and
+// converts its fp32 values (GemmInput): the same bits either way.
 TEST_F(GpuTraining, RecomputeModesAreBitIdenticalOnTheGpu) {
   const GptShapes s = GptShapes::from(small_model(true, 64, 4));
   const auto params = random_params(ParameterLayout(s), 22);
   const int64_t B = 2;
   const auto inputs = random_tokens(2 * B * s.T, s.V, 3), targets = random_tokens(2 * B * s.T, s.V, 4);
-  const Pass none = forward_backward(gpu_->kernels(), s, Recompute::None, B, params, inputs, targets);
-  for (const Recompute mode : {Recompute::Selective, Recompute::Full}) {
-    SCOPED_TRACE(to_string(mode));
-    const Pass r = forward_backward(gpu_->kernels(), s, mode, B, params, inputs, targets);
-    EXPECT_EQ(r.loss_sum, none.loss_sum);
-    EXPECT_EQ(std::memcmp(r.grads.data(), none.grads.data(), none.grads.size() * sizeof(float)), 0);
+  for (const Precision precision : {Precision::FP32, Precision::BF16}) {
+    gpu_->kernels().set_matmul_precision(precision == Precision::BF16 ? MatmulPrecision::BF16 : MatmulPrecision::FP32);
+    const Pass none =
+        forward_backward(gpu_->kernels(), s, {Recompute::None, precision}, B, params, inputs, targets);
+    for (const Recompute mode : {Recompute::Selective, Recompute::Full}) {
+      SCOPED_TRACE(fmt::format("{}, {}", to_string(mode), to_string(precision)));
+      const Pass r = forward_backward(gpu_->kernels(), s, {mode, precision}, B, params, inputs, targets);
+      EXPECT_EQ(r.loss_sum, none.loss_sum);
+      EXPECT_EQ(std::memcmp(r.grads.data(), none.grads.data(), none.grads.size() * sizeof(float)), 0);
+    }
   }
 }
 

@@ -13,8 +13,15 @@
 // significant bits), and the bound on a GPU adds 2^(2-p) S.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <cmath>
+#include <iterator>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "core/config.hpp"
 
 #include "kernel_test_util.hpp"
 
@@ -185,6 +192,63 @@ TEST_P(MatmulPrecisionTest, RoundingChangesResultsAndFp32RestoresThem) {
     EXPECT_GT(worst, factor) << (p == MatmulPrecision::BF16 ? "bf16" : "tf32") << ": the operands were not rounded";
   }
   EXPECT_TRUE(same_bits(forward(MatmulPrecision::FP32), exact));
+}
+
+// GEMM inputs given as bf16 patterns (GemmInput: a bf16 working copy's weights, a kept activation) give
+// the bits of the same GEMMs on those values given as fp32, forward and backward, whether the patterns
+// come alone (no values to fall back on) or with the values: under bf16 read as they are (CUDA: handed to
+// cuBLASLt, or copied first when they are less than 16-byte aligned, the `offset` 1 below), under TF32
+// and fp32 widened. The values are random fp32 rounded to bf16 on the device (round_to_bf16, which also
+// writes the patterns); the wide case runs in panels on the Kokkos backend (rounded_gemm_panel).
+TEST_P(MatmulPrecisionTest, Bf16PatternInputsGiveTheBitsOfTheirValues) {
+  struct Shape {
+    int64_t N, IC, OC;
+    std::vector<MatmulPrecision> precisions;
+  };
+  const Shape shapes[] = {{37, 70, 45, {MatmulPrecision::BF16, MatmulPrecision::TF32, MatmulPrecision::FP32}},
+                          {24, 40, 70000, {MatmulPrecision::BF16}}};
+  for (const Shape& sh : shapes) {
+    const int64_t N = sh.N, IC = sh.IC, OC = sh.OC;
+    Buf X(*k, random_vec(N * IC, 91)), W(*k, random_vec(OC * IC, 92)), Bb(*k, random_vec(OC, 93));
+    Buf D(*k, random_vec(N * OC, 94));
+    const VecF dx0 = random_vec(N * IC, 95), dw0 = random_vec(OC * IC, 96), db0 = random_vec(OC, 97);
+    for (const int64_t offset : {0, 1}) {
+      // Patterns at element `offset` of their buffers; X and W rounded in place to the patterns' values.
+      uint16_t* xp = k->alloc_bf16(N * IC + offset);
+      uint16_t* wp = k->alloc_bf16(OC * IC + offset);
+      k->round_to_bf16(X.get(), xp + offset, N * IC);
+      k->round_to_bf16(W.get(), wp + offset, OC * IC);
+      struct Result {
+        VecF out, dx, dw, db;
+      };
+      auto run = [&](GemmInput x, GemmInput w) {
+        Buf out(*k, N * OC), dX(*k, dx0), dW(*k, dw0), dB(*k, db0);
+        k->matmul_forward(out.get(), x, w, Bb.get(), N, IC, OC);
+        k->matmul_backward(dX.get(), dW.get(), dB.get(), D.get(), x, w, N, IC, OC);
+        return Result{out.host(), dX.host(), dW.host(), dB.host()};
+      };
+      const GemmInput x_values(X.get()), w_values(W.get());
+      const GemmInput x_patterns = GemmInput::patterns(xp + offset), w_patterns = GemmInput::patterns(wp + offset);
+      const GemmInput x_both(X.get(), xp + offset), w_both(W.get(), wp + offset);
+      for (const MatmulPrecision p : sh.precisions) {
+        k->set_matmul_precision(p);
+        const Result want = run(x_values, w_values);
+        ASSERT_GT(max_abs(to_double(want.out)), 1e-3) << "degenerate case";
+        const std::pair<GemmInput, GemmInput> forms[] = {
+            {x_patterns, w_patterns}, {x_patterns, w_values}, {x_values, w_patterns}, {x_both, w_both}};
+        for (size_t f = 0; f < std::size(forms); ++f) {
+          SCOPED_TRACE(fmt::format("{}x{}x{}, {}, offset {}, form {}", N, IC, OC, to_string(p), offset, f));
+          const Result got = run(forms[f].first, forms[f].second);
+          EXPECT_TRUE(same_bits(got.out, want.out)) << "forward";
+          EXPECT_TRUE(same_bits(got.dx, want.dx)) << "dinp";
+          EXPECT_TRUE(same_bits(got.dw, want.dw)) << "dweight";
+          EXPECT_TRUE(same_bits(got.db, want.db)) << "dbias";
+        }
+      }
+      k->free(xp);
+      k->free(wp);
+    }
+  }
 }
 
 TRIDENT_INSTANTIATE_KERNEL_SUITE(MatmulPrecisionTest);

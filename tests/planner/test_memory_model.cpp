@@ -285,6 +285,39 @@ TEST(MemoryModel, StageLayersAndEdgeParameters) {
   EXPECT_NEAR(total * 8 - replicated_extra - 51200.0 * h, double(parameter_count(cfg.model)), 1.0);
 }
 
+// GEMM operand copies on a GPU (gemm_operand_copy_bytes): a bf16 run hands the CUDA GEMMs bf16 patterns
+// (kernels.hpp GemmInput), so only what arrives as fp32 is copied. GPT-2 124M (C 768, c_fc 3072) at
+// micro-batch 8, seq 1024 (N = 8192 rows), bf16 elements (2 bytes), layers only (not the head stage):
+//   working copy, no SP:       dY of c_fc's backward, N x 3072              = 25,165,824 elements
+//   bf16_parameters = false:   c_fc's dY + W, 3072 x (8192 + 768)           = 27,525,120
+//   matmul_precision "bf16" with fp32 storage (every operand copied): c_fc's X + dY + W,
+//                              8192 x 768 + 27,525,120                      = 33,816,576
+//   full recompute (no kept patterns) with the working copy: c_fc's X + dY = 6,291,456 + 25,165,824
+//   tp 2 + SP (the norm outputs gathered in fp32): c_fc's X 8192 x 768 + dY 8192 x 1536 = 18,874,368
+TEST(MemoryModel, GpuGemmCopiesLeaveOutWhatIsReadAsBf16Patterns) {
+  const ClusterSpec h100 = cluster_preset("h100-80g");
+  Config cfg = test::gpt2_small_calibration();
+  cfg.model.seq_len = 1024;
+  cfg.runtime.backend = Backend::Cuda;
+  cfg.train.precision = Precision::BF16;
+  Layout l{1, 1, 1, 8};
+  const auto copies = [&](const Config& c, const Layout& lay) { return gemm_operand_copy_bytes(c, h100, lay, false); };
+  EXPECT_DOUBLE_EQ(copies(cfg, l), 2.0 * 25165824);
+  Config fp32_parameters = cfg;
+  fp32_parameters.train.bf16_parameters = false;
+  EXPECT_DOUBLE_EQ(copies(fp32_parameters, l), 2.0 * 27525120);
+  Config rounded_operands = cfg;
+  rounded_operands.train.precision = Precision::FP32;
+  rounded_operands.train.matmul_precision = MatmulPrecision::BF16;
+  EXPECT_DOUBLE_EQ(copies(rounded_operands, l), 2.0 * 33816576);
+  Layout full = l;
+  full.recompute = Recompute::Full;
+  EXPECT_DOUBLE_EQ(copies(cfg, full), 2.0 * (6291456 + 25165824));
+  Layout sp{2, 1, 1, 8};
+  sp.sequence_parallel = true;
+  EXPECT_DOUBLE_EQ(copies(cfg, sp), 2.0 * 18874368);
+}
+
 // --- The seed's 1T example on 4096 A100-80GB with zero = 0 -----------------------------------------------
 // tp 8 x pp 64 x dp 8: 2 layers per stage, 2 * 12 * 25600^2 / 8 = 1.97e9 parameters per GPU, 16 bytes
 // each = 31.5 GB of model states (trident's bf16: 20 bytes, 39.3 GB): fits with activation recomputation.

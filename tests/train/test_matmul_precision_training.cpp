@@ -167,5 +167,39 @@ TEST(Bf16WorkingCopy, IsStoredInTwoBytesAnElementPlusTheSegmentsInUse) {
               static_cast<long long>(bytes), static_cast<long long>(n), static_cast<long long>(4 * n));
 }
 
+// The GEMMs read the working copy's weight patterns as they are (GemmInput), not its widened values: a
+// step gives the bits of the same step computed on fp32 parameters that hold the copy's values
+// (bf16_parameters = false, whose GEMMs round their fp32 operands themselves), untied head and tied.
+// The loss, the gradient norm and every gradient element match bit for bit; a pattern read at the wrong
+// element or from a stale copy changes them.
+TEST(Bf16WorkingCopy, GemmsReadingItsPatternsGiveTheStepOfItsValuesAsFp32) {
+  for (const bool tied : {true, false}) {
+    SCOPED_TRACE(tied ? "tied" : "untied");
+    const auto deck = [&](bool bf16_parameters) {
+      return parse_deck(fmt::format("[model]\nvocab_size = 256\nseq_len = 64\nlayers = 3\nhidden = 64\nheads = 4\n"
+                                    "seed = 9\ntie_embeddings = {}\n"
+                                    "[train]\nsteps = 10\nmicro_batch = 4\nglobal_batch = 4\nprecision = \"bf16\"\n"
+                                    "bf16_parameters = {}\ngrad_clip = 0.0\n[data]\nformat = \"text\"\n"
+                                    "path = \"/usr/share/common-licenses/GPL-3\"\n[runtime]\npeak_tflops = 1.0\n",
+                                    tied, bf16_parameters),
+                        "patterns.toml");
+    };
+    auto working_kernels = make_kokkos_kernels(), fp32_kernels = make_kokkos_kernels();
+    Trainer working(deck(true), *working_kernels), fp32(deck(false), *fp32_kernels);
+    const std::vector<float> values = working.working_parameters(0);
+    const int64_t n = int64_t(values.size());
+    ASSERT_EQ(n, fp32.model().layout().total());
+    ASSERT_NE(values, fp32.whole_parameters(0)) << "the copy's values equal the fp32 parameters: nothing to tell apart";
+    fp32_kernels->copy_to_device(fp32.model().params(), values.data(), n);
+    const StepMetrics a = working.train_step(1), b = fp32.train_step(1);
+    EXPECT_EQ(a.loss, b.loss);
+    EXPECT_EQ(a.grad_norm, b.grad_norm);
+    std::vector<float> ga(size_t(n), 0.f), gb(size_t(n), 1.f);
+    working_kernels->copy_to_host(ga.data(), working.range_gradients(0), n);
+    fp32_kernels->copy_to_host(gb.data(), fp32.range_gradients(0), n);
+    EXPECT_EQ(std::memcmp(ga.data(), gb.data(), ga.size() * sizeof(float)), 0) << "the gradients differ";
+  }
+}
+
 }  // namespace
 }  // namespace trident::test
