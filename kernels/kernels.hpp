@@ -101,6 +101,9 @@ class Kernels {
   // else 0 (vocab-parallel embedding: the TP group all-reduces the result).
   virtual void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t vocab_begin,
                                  int64_t vocab_count, int64_t N, int64_t C) = 0;
+  // The same from bf16 patterns (wte: a bf16 working copy's), each row read widened.
+  virtual void embedding_forward_bf16(float* out, const int32_t* tokens, const uint16_t* wte, int64_t vocab_begin,
+                                      int64_t vocab_count, int64_t N, int64_t C) = 0;
   virtual void embedding_backward(float* dwte, const float* dout, const int32_t* tokens,
                                   int64_t vocab_begin, int64_t vocab_count, int64_t N, int64_t C) = 0;
   // out[b,t,:] += wpe[t_begin + t, :] for a [B,T,C] tensor.

@@ -150,6 +150,10 @@ class TimedKernels : public trident::Kernels {
                          int64_t C) override {
     T("embedding_forward", [&] { k_.embedding_forward(o, t, w, vb, vc, N, C); });
   }
+  void embedding_forward_bf16(float* o, const int32_t* t, const uint16_t* w, int64_t vb, int64_t vc, int64_t N,
+                              int64_t C) override {
+    T("embedding_forward", [&] { k_.embedding_forward_bf16(o, t, w, vb, vc, N, C); });
+  }
   void embedding_backward(float* dw, const float* d, const int32_t* t, int64_t vb, int64_t vc, int64_t N,
                           int64_t C) override {
     T("embedding_backward", [&] { k_.embedding_backward(dw, d, t, vb, vc, N, C); });

@@ -123,6 +123,10 @@ class CudaKernels final : public Kernels {
                          int64_t vocab_count, int64_t N, int64_t C) override {
     cuda::embedding_forward(stream(), out, tokens, wte, vocab_begin, vocab_count, N, C);
   }
+  void embedding_forward_bf16(float* out, const int32_t* tokens, const uint16_t* wte, int64_t vocab_begin,
+                              int64_t vocab_count, int64_t N, int64_t C) override {
+    cuda::embedding_forward(stream(), out, tokens, wte, vocab_begin, vocab_count, N, C);
+  }
   void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t vocab_begin,
                           int64_t vocab_count, int64_t N, int64_t C) override {
     cuda::embedding_backward(stream(), alloc_, dwte, dout, tokens, vocab_begin, vocab_count, N, C);

@@ -9,6 +9,7 @@
 #include <cub/device/device_radix_sort.cuh>
 
 #include "cuda/allocator.cuh"
+#include "cuda/bf16.cuh"
 #include "cuda/check.cuh"
 #include "cuda/ops.cuh"
 
@@ -20,15 +21,27 @@ constexpr int kThreads = 256;
 constexpr int kBackwardCols = 128;  // columns per block in the token backward
 constexpr int64_t kMaxRowBlocks = int64_t(1) << 20;
 
-// One block per row i (grid-stride over rows), threads over columns.
-__global__ void embedding_forward_kernel(float* out, const int32_t* tokens, const float* wte, int64_t vocab_begin,
+__device__ inline float table_value(float x) { return x; }
+__device__ inline float table_value(uint16_t bits) { return bf16_value(bits); }
+
+// One block per row i (grid-stride over rows), threads over columns; wte of fp32 values or bf16 patterns.
+template <class T>
+__global__ void embedding_forward_kernel(float* out, const int32_t* tokens, const T* wte, int64_t vocab_begin,
                                          int64_t vocab_count, int64_t N, int64_t C) {
   for (int64_t i = blockIdx.x; i < N; i += gridDim.x) {
     const int64_t row = int64_t(tokens[i]) - vocab_begin;
     const bool in_shard = row >= 0 && row < vocab_count;
     float* dst = out + i * C;
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) dst[c] = in_shard ? wte[row * C + c] : 0.0f;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) dst[c] = in_shard ? table_value(wte[row * C + c]) : 0.0f;
   }
+}
+
+template <class T>
+void launch_embedding_forward(cudaStream_t stream, float* out, const int32_t* tokens, const T* wte,
+                              int64_t vocab_begin, int64_t vocab_count, int64_t N, int64_t C) {
+  if (N <= 0 || C <= 0) return;
+  TRIDENT_CUDA_CHECK(launch(embedding_forward_kernel<T>, unsigned(std::min(N, kMaxRowBlocks)), kThreads, 0, stream,
+                            out, tokens, wte, vocab_begin, vocab_count, N, C));
 }
 
 // keys[i] = token row in the shard, or vocab_count (sentinel) outside it; positions[i] = i.
@@ -82,9 +95,12 @@ __global__ void position_backward_kernel(float* dwpe, const float* dout, int64_t
 
 void embedding_forward(cudaStream_t stream, float* out, const int32_t* tokens, const float* wte, int64_t vocab_begin,
                        int64_t vocab_count, int64_t N, int64_t C) {
-  if (N <= 0 || C <= 0) return;
-  TRIDENT_CUDA_CHECK(launch(embedding_forward_kernel, unsigned(std::min(N, kMaxRowBlocks)), kThreads, 0, stream,
-      out, tokens, wte, vocab_begin, vocab_count, N, C));
+  launch_embedding_forward(stream, out, tokens, wte, vocab_begin, vocab_count, N, C);
+}
+
+void embedding_forward(cudaStream_t stream, float* out, const int32_t* tokens, const uint16_t* wte,
+                       int64_t vocab_begin, int64_t vocab_count, int64_t N, int64_t C) {
+  launch_embedding_forward(stream, out, tokens, wte, vocab_begin, vocab_count, N, C);
 }
 
 void embedding_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dwte, const float* dout,

@@ -32,6 +32,8 @@ void pack_bf16(cudaStream_t stream, const float* x, uint16_t* packed, int64_t n)
 // ---- embedding.cu ----
 void embedding_forward(cudaStream_t stream, float* out, const int32_t* tokens, const float* wte,
                        int64_t vocab_begin, int64_t vocab_count, int64_t N, int64_t C);
+void embedding_forward(cudaStream_t stream, float* out, const int32_t* tokens, const uint16_t* wte,
+                       int64_t vocab_begin, int64_t vocab_count, int64_t N, int64_t C);  // bf16 patterns
 void embedding_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dwte, const float* dout,
                         const int32_t* tokens, int64_t vocab_begin, int64_t vocab_count, int64_t N, int64_t C);
 void position_forward(cudaStream_t stream, float* out, const float* wpe, int64_t B, int64_t T, int64_t C,

@@ -36,16 +36,20 @@ void pack_bf16(const ES& space, CVec<ES> x, Vec<ES, uint16_t> packed) {
       });
 }
 
+// The value of a bf16 pattern (its top 16 bits of an fp32).
+KOKKOS_INLINE_FUNCTION float bf16_value(uint16_t bits) {
+  const uint32_t u = uint32_t(bits) << 16;
+  float v;
+  memcpy(&v, &u, sizeof v);
+  return v;
+}
+
 // out = the values of the bf16 patterns in packed.
 template <class ES>
 void unpack_bf16(const ES& space, Vec<ES> out, CVec<ES, uint16_t> packed) {
   Kokkos::parallel_for(
-      "trident::unpack_bf16", Range<ES>(space, 0, out.extent(0)), KOKKOS_LAMBDA(int64_t i) {
-        const uint32_t u = uint32_t(packed(i)) << 16;
-        float v;
-        memcpy(&v, &u, sizeof v);
-        out(i) = v;
-      });
+      "trident::unpack_bf16", Range<ES>(space, 0, out.extent(0)),
+      KOKKOS_LAMBDA(int64_t i) { out(i) = bf16_value(packed(i)); });
 }
 
 }  // namespace trident::kk

@@ -2,20 +2,24 @@
 // Token (vocab-parallel) and position embeddings, forward and backward side by side.
 // Backward is deterministic without atomics: parallel over channels, each channel walks the tokens
 // in order, so repeated tokens add up in a fixed order.
+#include "kokkos/bf16_storage.hpp"
 #include "kokkos/common.hpp"
 
 namespace trident::kk {
 
-// out[i,:] = wte[tokens[i]-vocab_begin, :] if the token is in this shard, else 0.
-template <class ES>
-void embedding_forward(const ES& space, Mat<ES> out, CVec<ES, int32_t> tokens, CMat<ES> wte,
+KOKKOS_INLINE_FUNCTION float table_value(float x) { return x; }
+KOKKOS_INLINE_FUNCTION float table_value(uint16_t bits) { return bf16_value(bits); }
+
+// out[i,:] = wte[tokens[i]-vocab_begin, :] if the token is in this shard, else 0; wte is [V, C] flat, of
+// fp32 values or (T = uint16_t) bf16 patterns, widened.
+template <class ES, class T>
+void embedding_forward(const ES& space, Mat<ES> out, CVec<ES, int32_t> tokens, CVec<ES, T> wte, int64_t V,
                        int64_t vocab_begin) {
-  const int64_t V = wte.extent(0);
-  parallel_rows("trident::embedding_forward", space, out.extent(0), out.extent(1),
-                KOKKOS_LAMBDA(int64_t i, int64_t c) {
-                  const int64_t row = int64_t(tokens(i)) - vocab_begin;
-                  out(i, c) = (row >= 0 && row < V) ? wte(row, c) : 0.0f;
-                });
+  const int64_t C = out.extent(1);
+  parallel_rows("trident::embedding_forward", space, out.extent(0), C, KOKKOS_LAMBDA(int64_t i, int64_t c) {
+    const int64_t row = int64_t(tokens(i)) - vocab_begin;
+    out(i, c) = (row >= 0 && row < V) ? table_value(wte(row * C + c)) : 0.0f;
+  });
 }
 
 // dwte[tokens[i]-vocab_begin, :] += dout[i, :] for the tokens in this shard.

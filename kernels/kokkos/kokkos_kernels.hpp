@@ -103,7 +103,12 @@ class KokkosKernels final : public Kernels {
   void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t vocab_begin,
                          int64_t vocab_count, int64_t N, int64_t C) override {
     kk::embedding_forward(space_, kk::mat<ES>(out, N, C), kk::cvec<ES>(tokens, N),
-                          kk::cmat<ES>(wte, vocab_count, C), vocab_begin);
+                          kk::CVec<ES>(wte, vocab_count * C), vocab_count, vocab_begin);
+  }
+  void embedding_forward_bf16(float* out, const int32_t* tokens, const uint16_t* wte, int64_t vocab_begin,
+                              int64_t vocab_count, int64_t N, int64_t C) override {
+    kk::embedding_forward(space_, kk::mat<ES>(out, N, C), kk::cvec<ES>(tokens, N),
+                          kk::CVec<ES, uint16_t>(wte, vocab_count * C), vocab_count, vocab_begin);
   }
   void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t vocab_begin,
                           int64_t vocab_count, int64_t N, int64_t C) override {

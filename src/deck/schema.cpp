@@ -387,8 +387,9 @@ std::vector<KeySpec> build() {
                      "stay fp32. precision = \"bf16\" implies bf16 here and refuses tf32."));
   k.push_back(boolean("train", "bf16_parameters", &TrainConfig::bf16_parameters, &Config::train,
                       "Under precision = \"bf16\": true, the model computes with a bf16 working copy of its "
-                      "parameters (stored in bf16, 2 bytes a parameter, each layer or embedding widened to fp32 "
-                      "while it runs; Megatron-LM's bf16) while AdamW updates fp32 masters (the optimizer's ZeRO "
+                      "parameters (stored in bf16, 2 bytes a parameter, read as bf16 by the GEMMs and the token "
+                      "embedding, each layer and the position embedding widened to fp32 while it runs for the rest; "
+                      "Megatron-LM's bf16) while AdamW updates fp32 masters (the optimizer's ZeRO "
                       "range; ZeRO-3's partitions), which checkpoints save, and the ZeRO parameter broadcast and "
                       "gathers move bf16; false, with the fp32 parameters themselves (PyTorch's autocast), no "
                       "masters, fp32 broadcast and gathers. No effect under fp32."));

@@ -270,7 +270,7 @@ std::optional<GptModel::NextNorm> GptModel::norm_after(const Slot& sl, int64_t l
     return NextNorm{next.ln1, next.ln1_mean, next.ln1_rstd, p.ln1_w, p.ln1_b, layer_range(l + 1)};
   }
   if (layout_.has_head())
-    return NextNorm{lnf_, lnf_mean_, lnf_rstd_, layout_.lnf_w(), layout_.lnf_b(), {layout_.lnf_w(), layout_.total()}};
+    return NextNorm{lnf_, lnf_mean_, lnf_rstd_, layout_.lnf_w(), layout_.lnf_b(), head_params()};
   return std::nullopt;
 }
 
@@ -378,8 +378,9 @@ void GptModel::head_forward(Slot& sl, const int32_t* targets, float dloss_scale,
   const float* top = sl.residual[nl_];
   const std::pair<int64_t, int64_t> tail{layout_.lnf_w(), layout_.total()};  // ln_f and an untied lm_head
   const std::pair<int64_t, int64_t> wte{layout_.wte(), layout_.wte() + Vl_ * C};
-  acquire_params(tail);
-  if (shapes_.tied) acquire_params(wte);
+  const bool widened_head = !param_patterns_;  // else the LM head's GEMMs read its patterns
+  acquire_params(head_params());
+  if (shapes_.tied && widened_head) acquire_params(wte);
   k_.copy_to_device_int(targets_, targets, N);
   if (!lnf_done) norm_forward(lnf_, lnf_mean_, lnf_rstd_, top, layout_.lnf_w(), layout_.lnf_b());
   const float* lnf_full = to_full(lnf_, C);  // stays intact: nothing is gathered until the head's end
@@ -397,8 +398,8 @@ void GptModel::head_forward(Slot& sl, const int32_t* targets, float dloss_scale,
     norm_backward(sl.dtop, layout_.lnf_w(), layout_.lnf_b(), dln_local, top, lnf_mean_, lnf_rstd_);
     close_grads();
   }
-  release_params(tail);
-  if (shapes_.tied) release_params(wte);
+  release_params(head_params());
+  if (shapes_.tied && widened_head) release_params(wte);
 }
 
 // Max, sum of exponentials and target logit are reduced over the vocabulary shards; the logits never
@@ -429,16 +430,20 @@ int GptModel::forward(const int32_t* tokens, const float* input, const int32_t* 
     float* x0 = sl.residual[0];
     const std::pair<int64_t, int64_t> wte{layout_.wte(), layout_.wte() + Vl_ * C}, wpe{layout_.wpe(), layout_.wpe() + shapes_.T * C};
     const bool learned_positions = layout_.wpe() >= 0;
-    acquire_params(wte);
+    if (!param_patterns_) acquire_params(wte);  // else its rows are read from the patterns
     if (learned_positions) acquire_params(wpe);
     if (nl_ > 0) prefetch_params(layer_range(L0_));
-    k_.embedding_forward(partial_for(x0), sl.tokens, param(layout_.wte()), vocab_begin_, Vl_, N, C);
+    if (param_patterns_) {
+      k_.embedding_forward_bf16(partial_for(x0), sl.tokens, param_patterns_ + layout_.wte(), vocab_begin_, Vl_, N, C);
+    } else {
+      k_.embedding_forward(partial_for(x0), sl.tokens, param(layout_.wte()), vocab_begin_, Vl_, N, C);
+    }
     from_partial(partial_for(x0), x0, C);
     if (learned_positions) {
       add_positions(x0);
       release_params(wpe);
     }
-    release_params(wte);
+    if (!param_patterns_) release_params(wte);
   } else {
     k_.copy(sl.residual[0], input, Nl_ * C);
   }
@@ -447,7 +452,7 @@ int GptModel::forward(const int32_t* tokens, const float* input, const int32_t* 
     if (l + 1 < L0_ + nl_) {
       prefetch_params(layer_range(l + 1));
     } else if (layout_.has_head()) {
-      prefetch_params({layout_.lnf_w(), layout_.total()});
+      prefetch_params(head_params());
     }
     const std::optional<NextNorm> next = norm_after(sl, l);
     layer_forward(sl, l, acts_for(sl, l), l > L0_, next ? &*next : nullptr);  // (layer l > L0's ln_1: by l - 1)
@@ -458,7 +463,7 @@ int GptModel::forward(const int32_t* tokens, const float* input, const int32_t* 
       if (shapes_.tied) hooks_.writing(layout_.wte(), layout_.wte() + Vl_ * shapes_.C);  // the LM head is wte
     }
     head_forward(sl, targets, dloss_scale, with_grad, nl_ > 0);
-    if (nl_ > 0) release_params({layout_.lnf_w(), layout_.total()});  // acquired for ln_f by the last layer
+    if (nl_ > 0) release_params(head_params());  // acquired for ln_f by the last layer
     if (with_grad && hooks_.final_from) hooks_.final_from(layout_.lnf_w());
   }
   return index;
@@ -613,8 +618,13 @@ void GptModel::prefetch_params(std::pair<int64_t, int64_t> range) {
   if (source_) source_->prefetch(range.first, range.second);
 }
 
+// ln_f, and an untied LM head unless the GEMMs read the weights' patterns (then it is never widened).
+std::pair<int64_t, int64_t> GptModel::head_params() const {
+  return {layout_.lnf_w(), param_patterns_ && !shapes_.tied ? layout_.lm_head() : layout_.total()};
+}
+
 GemmInput GptModel::weight(int64_t offset) const {
-  return {param(offset), param_patterns_ ? param_patterns_ + offset : nullptr};
+  return param_patterns_ ? GemmInput::patterns(param_patterns_ + offset) : GemmInput(param(offset));
 }
 
 const float* GptModel::optional_param(int64_t offset) const { return offset < 0 ? nullptr : param(offset); }

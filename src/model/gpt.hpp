@@ -28,7 +28,8 @@
 // (q|k|v, the attention output, the MLP pre-activation; and the norm outputs that SP gathers). Forward and
 // backward therefore read the same values, the three recompute modes stay bit-identical, and these
 // tensors take half the bytes. A bf16 working copy of the parameters (model/bf16_working_copy.hpp) gives
-// the GEMMs its weights' patterns the same way (ParameterSource::patterns). The residual stream (each layer's input and its sum after attention) and
+// the GEMMs its weights' patterns the same way (ParameterSource::patterns), and the token embedding reads
+// its rows from them: neither the token embedding nor an untied LM head is ever widened to fp32. The residual stream (each layer's input and its sum after attention) and
 // the statistics (mean, rstd, log-sum-exp) stay fp32, as do parameters and gradients.
 //
 // Micro-batches in flight (pipeline schedules) each own an activation slot; a slot is taken by
@@ -324,8 +325,10 @@ class GptModel {
   // Where forward and backward read parameter element `offset`: the whole-chunk buffer, or the
   // acquired source segment holding it. Acquisitions of one segment nest (full recompute).
   const float* param(int64_t offset) const;
-  // A GEMM weight from element `offset` on: param(), with the source's bf16 patterns when it has them.
+  // A GEMM weight from element `offset` on: the source's bf16 patterns when it has them (the LM head's
+  // weight is then not acquired at all, head_params), else param().
   GemmInput weight(int64_t offset) const;
+  std::pair<int64_t, int64_t> head_params() const;  // what the head acquires: ln_f (and the LM head)
   // param() and grad() of a tensor the model may lack (offset -1: null).
   const float* optional_param(int64_t offset) const;
   float* optional_grad(int64_t offset);

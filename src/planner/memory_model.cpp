@@ -230,11 +230,9 @@ double zero3_parameter_gather_bytes(const ModelConfig& m, const Layout& l, doubl
 }
 
 double widened_segment_bytes(const ModelConfig& m, const Layout& l, int stage) {
-  const double wte = double(padded_vocab(m, l.tp)) * double(m.hidden) / l.tp;
   const double layer = layer_params_per_rank(m, l.tp);
-  const bool first = stage == 0, last = stage == l.pp - 1;
-  const double wpe = first && m.positions == Positions::Learned ? double(m.seq_len) * double(m.hidden) : 0.0;
-  return 4.0 * (std::max(first || last ? wte : 0.0, layer) + wpe);
+  const double wpe = stage == 0 && m.positions == Positions::Learned ? double(m.seq_len) * double(m.hidden) : 0.0;
+  return 4.0 * std::max(layer, wpe);
 }
 
 MemoryEstimate estimate_memory(const Config& cfg, const ClusterSpec& cluster, const Layout& l,

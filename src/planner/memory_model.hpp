@@ -154,9 +154,9 @@ double zero2_gradient_staging_bytes(const ModelConfig& m, const Layout& l, int s
 // reuses the embedding's buffer for layers): the largest segment (the token embedding, or a layer) and
 // one more layer.
 double zero3_parameter_gather_bytes(const ModelConfig& m, const Layout& l, double elem_bytes);
-// A bf16 working copy's fp32 buffers of widened segments beside its patterns (model/bf16_working_copy.hpp):
-// one layer at a time; on a stage with the token embedding or the LM head one buffer of the larger of
-// the embedding and a layer, and on the first stage the position embedding's beside it.
+// A bf16 working copy's fp32 buffer of widened segments beside its patterns (model/bf16_working_copy.hpp):
+// one layer at a time, or on the first stage the (learned) position embedding alone, whichever is larger;
+// the token embedding and the LM head are read as bf16 patterns, never widened.
 double widened_segment_bytes(const ModelConfig& m, const Layout& l, int stage);
 // The rounded copies of one GEMM's operands that bf16 (or, on the CPU backend, TF32) GEMMs hold while they
 // run: the largest backward of a layer's GEMMs, or of the LM head on the last stage (`head`), rounding dY,

@@ -169,7 +169,7 @@ std::string explain_estimate(const Config& cfg, const ClusterSpec& cluster, cons
   os << fmt::format("    parameters          {:>10}  ({:.4g}M params x {}{})\n", gb(pk.states.parameters),
                     pk.params / 1e6, working_copy ? "2 bytes (the bf16 working copy)" : "4 bytes",
                     zero3           ? fmt::format(", / dp = {} (zero 3)", l.dp)
-                    : working_copy ? ", + the fp32 buffer of the segment widened at once (a layer, or an embedding it holds)"
+                    : working_copy ? ", + the fp32 buffer of the segment widened at once (a layer, or the position embedding)"
                                    : "");
   os << fmt::format("    gradients           {:>10}  (4 bytes/param{})\n", gb(pk.states.gradients),
                     l.zero >= 2 ? fmt::format(", / dp = {} (zero {})", l.dp, l.zero) : "");

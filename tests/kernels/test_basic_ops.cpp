@@ -285,6 +285,31 @@ TEST_P(BasicOpsTest, AdamWRefusesSegmentsThatDoNotStartAtZeroOrDoNotIncrease) {
   EXPECT_THROW(k->adamw_update(p.get(), g.get(), m.get(), v.get(), 4, {}, h, nullptr), Error);
 }
 
+// The token embedding read from bf16 patterns (a bf16 working copy's, embedding_forward_bf16): each
+// in-shard row is the table's values rounded to bf16 by this file's arithmetic (the patterns written by
+// round_to_bf16), every other row 0, over whatever out held.
+TEST_P(BasicOpsTest, EmbeddingForwardReadsBf16Patterns) {
+  const int64_t N = 8, C = 5, vb = 3, vc = 4;
+  const std::vector<int32_t> tok = {3, 9, 5, 0, 6, 5, 3, 7};
+  const VecF wte = random_vec(vc * C, 8);
+  IntBuf tokens(*k, tok);
+  Buf W(*k, wte), out(*k, random_vec(N * C, 10));
+  uint16_t* patterns = k->alloc_bf16(vc * C);
+  k->round_to_bf16(W.get(), patterns, vc * C);
+  k->embedding_forward_bf16(out.get(), tokens.get(), patterns, vb, vc, N, C);
+  const VecF o = out.host();
+  k->free(patterns);
+  int64_t rounded = 0;
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t c = 0; c < C; ++c) {
+      const bool in = tok[i] >= vb && tok[i] < vb + vc;
+      const float want = in ? bf16_by_arithmetic(wte[(tok[i] - vb) * C + c]) : 0.0f;
+      ASSERT_EQ(o[i * C + c], want) << i << "," << c;
+      rounded += in && want != wte[(tok[i] - vb) * C + c];
+    }
+  EXPECT_GT(rounded, 0) << "no row value differed from its fp32: nothing shows the patterns were read";
+}
+
 // Vocab shard [3, 7) of an 10-token vocabulary; tokens outside the shard embed to 0.
 TEST_P(BasicOpsTest, EmbeddingShardForwardBackward) {
   const int64_t N = 8, C = 5, vb = 3, vc = 4;

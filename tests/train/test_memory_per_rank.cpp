@@ -253,8 +253,8 @@ TEST(MemoryPerRank, Bf16ActivationsFallAsPlannedAndThePlannerFollows) {
 }
 
 // A bf16 working copy at dp 2, zero 1: each rank reports as parameters the working copy's bf16 patterns
-// (2 bytes a parameter) and the fp32 buffer of the segments it widens (the larger of a layer and the token
-// embedding, and the position embedding), as the planner plans them (within 2%: the report's 0.1 MiB),
+// (2 bytes a parameter) and the fp32 buffer of the segments it widens (the larger of a layer and the
+// position embedding), as the planner plans them (within 2%: the report's 0.1 MiB),
 // well under fp32 storage's 4 bytes a parameter; and the peak within 15%, as for fp32.
 TEST(MemoryPerRank, Bf16WorkingCopyParametersAsPlanned) {
   const std::vector<std::string> sets = {"mesh.dp=2", "mesh.zero=1", "train.precision=bf16"};
