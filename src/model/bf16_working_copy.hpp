@@ -4,11 +4,12 @@
 // optimizer keeps the fp32 masters of its range and writes their patterns here in its update pass
 // (optim/adamw.hpp); ZeRO 1/2 then broadcast each range's patterns from its owner.
 //
-// The model reads the copy through its ParameterSource: acquiring a segment (a layer, the head's tail,
-// an embedding) widens that segment's patterns into a pooled fp32 buffer (exactly the bf16 values),
-// releasing it gives the buffer back; its GEMMs read the weights' patterns as they are
-// (ParameterSource::patterns, GemmInput). So a chunk costs 2 bytes an element plus the few segment
-// buffers in use at once (the largest a layer or the token embedding), not 4 bytes an element.
+// The model reads the copy through its ParameterSource: acquiring a segment (a layer, ln_f, the position
+// embedding) widens that segment's patterns into a pooled fp32 buffer (exactly the bf16 values),
+// releasing it gives the buffer back; its GEMMs and the token embedding read the patterns as they are
+// (ParameterSource::patterns, GemmInput, Kernels::embedding_forward_bf16), so the token embedding and the
+// LM head are never widened. A chunk costs 2 bytes an element plus one segment buffer (a layer, or the
+// position embedding if larger), not 4 bytes an element.
 // (ZeRO-3 keeps no whole working copy: its gathers round the masters, data_parallel/sharded_parameters.hpp.)
 #include <cstdint>
 #include <list>
