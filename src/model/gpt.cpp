@@ -163,6 +163,13 @@ GemmInput GptModel::kept_for_backward(const float* values, const PackedActs* pac
   return backward_reads_values(field) ? kept(values, packed, field) : GemmInput::patterns(packed->*field);
 }
 
+// SP all-gathers this rank's rows in fp32 (backward_reads_values keeps them unpacked then).
+GemmInput GptModel::norm_output(const float* local, const PackedActs* packed, uint16_t* PackedActs::*field,
+                                bool backward) {
+  if (sp_) return to_full(local, shapes_.C);
+  return backward ? kept_for_backward(local, packed, field) : kept(local, packed, field);
+}
+
 // Slots are made on first need and reused afterwards.
 int GptModel::acquire_slot() {
   int index = -1;
@@ -284,8 +291,8 @@ void GptModel::layer_forward(Slot& sl, int64_t l, const LayerActs& a, bool ln1_d
   acquire_params(layer_range(l));
   if (!ln1_done) norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b);
   keep(a.ln1, pk, &PackedActs::ln1, Nl * C);
-  k_.matmul_forward(a.qkv, sp_ ? to_full(a.ln1, C) : kept(a.ln1, pk, &PackedActs::ln1), weight(p.qkv_w),
-                    optional_param(p.qkv_b), N, C, QKVl_);
+  k_.matmul_forward(a.qkv, norm_output(a.ln1, pk, &PackedActs::ln1, false), weight(p.qkv_w), optional_param(p.qkv_b),
+                    N, C, QKVl_);
   if (s.rope) k_.rope_forward(a.qkv, rope_table_, B_, s.T, NHl_, KVHl_, s.HD, 0, s.T);
   keep(a.qkv, pk, &PackedActs::qkv, N * QKVl_);
   k_.attention_forward(a.atty, a.lse, a.qkv, B_, s.T, NHl_, KVHl_, s.HD);
@@ -295,8 +302,8 @@ void GptModel::layer_forward(Slot& sl, int64_t l, const LayerActs& a, bool ln1_d
   from_partial(partial_for(a.x2), a.x2, C);
   residual_norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, x, p.ln2_w, p.ln2_b);  // x2 = x + attn, ln_2 of it
   keep(a.ln2, pk, &PackedActs::ln2, Nl * C);
-  k_.matmul_forward(a.fch, sp_ ? to_full(a.ln2, C) : kept(a.ln2, pk, &PackedActs::ln2), weight(p.fc_w),
-                    optional_param(p.fc_b), N, C, FCl_);
+  k_.matmul_forward(a.fch, norm_output(a.ln2, pk, &PackedActs::ln2, false), weight(p.fc_w), optional_param(p.fc_b), N,
+                    C, FCl_);
   keep(a.fch, pk, &PackedActs::fch, N * FCl_);
   if (s.swiglu) {
     k_.swiglu_forward(a.fchg, a.fch, N, Fl_);
@@ -348,9 +355,8 @@ void GptModel::layer_backward(Slot& sl, int64_t l, const LayerActs& a) {
     k_.gelu_backward(dfch_, a.fch, dfchg_, N * Fl_);
   }
   k_.fill(dln_, 0.f, N * C);
-  k_.matmul_backward(dln_, grad(p.fc_w), optional_grad(p.fc_b), dfch_,
-                     sp_ ? to_full(a.ln2, C) : kept_for_backward(a.ln2, pk, &PackedActs::ln2), weight(p.fc_w), N, C,
-                     FCl_);
+  k_.matmul_backward(dln_, grad(p.fc_w), optional_grad(p.fc_b), dfch_, norm_output(a.ln2, pk, &PackedActs::ln2, true),
+                     weight(p.fc_w), N, C, FCl_);
   from_partial(dln_, dln_local, C);
   norm_backward(dres_, p.ln2_w, p.ln2_b, dln_local, a.x2, a.ln2_mean, a.ln2_rstd);
   // Attention branch (dln_ first holds the gradient of the attention output, [N, Cl]).
@@ -361,9 +367,8 @@ void GptModel::layer_backward(Slot& sl, int64_t l, const LayerActs& a) {
   k_.attention_backward(dqkv_, dln_, a.qkv, a.atty, a.lse, B_, s.T, NHl_, KVHl_, s.HD);
   if (s.rope) k_.rope_backward(dqkv_, rope_table_, B_, s.T, NHl_, KVHl_, s.HD, 0, s.T);
   k_.fill(dln_, 0.f, N * C);
-  k_.matmul_backward(dln_, grad(p.qkv_w), optional_grad(p.qkv_b), dqkv_,
-                     sp_ ? to_full(a.ln1, C) : kept_for_backward(a.ln1, pk, &PackedActs::ln1), weight(p.qkv_w), N, C,
-                     QKVl_);
+  k_.matmul_backward(dln_, grad(p.qkv_w), optional_grad(p.qkv_b), dqkv_, norm_output(a.ln1, pk, &PackedActs::ln1, true),
+                     weight(p.qkv_w), N, C, QKVl_);
   from_partial(dln_, dln_local, C);
   norm_backward(dres_, p.ln1_w, p.ln1_b, dln_local, sl.residual[l - L0_], a.ln1_mean, a.ln1_rstd);
   close_grads();

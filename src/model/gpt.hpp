@@ -267,6 +267,9 @@ class GptModel {
   // unpack) its patterns alone where backward_reads_values says no fp32 copy was made.
   GemmInput kept(const float* values, const PackedActs* packed, uint16_t* PackedActs::*field) const;
   GemmInput kept_for_backward(const float* values, const PackedActs* packed, uint16_t* PackedActs::*field) const;
+  // A norm output (ln_1, ln_2: this rank's rows) as the input of its column-parallel GEMM, in forward or
+  // backward: all-gathered under SP, else as kept.
+  GemmInput norm_output(const float* local, const PackedActs* packed, uint16_t* PackedActs::*field, bool backward);
   // The activations bf16 storage packs: their LayerActs and PackedActs fields and element counts.
   struct PackedField {
     float* LayerActs::*value;
