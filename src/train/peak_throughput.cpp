@@ -148,6 +148,17 @@ PeakThroughput gpu_peak_throughput(const std::string& device_name, const std::fu
                                        device_name)};
 }
 
+std::string mfu_above_peak_warning(double tflops, const PeakThroughput& peak) {
+  if (!(tflops > peak.tflops)) return "";
+  return fmt::format("MFU {:.0f}%: this run computes {:.3f} TFLOP/s per rank, more than its throughput reference of "
+                     "{:.3f} ({}), so that reference is too low and this run's MFU figures overstate; set "
+                     "runtime.peak_tflops{}",
+                     100 * tflops / peak.tflops, tflops, peak.tflops, peak.source,
+                     peak.source.find("cached in") != std::string::npos
+                         ? ", or delete the cache file to measure again on an idle machine"
+                         : "");
+}
+
 PeakThroughput resolve_peak_throughput(const Config& cfg, Kernels& k, Group* world) {
   if (cfg.runtime.peak_tflops > 0) return {cfg.runtime.peak_tflops, "runtime.peak_tflops"};
   if (cfg.runtime.backend != Backend::Cpu) return gpu_peak_throughput(k.device_name(), [&] { return k.peak_tflops(); });

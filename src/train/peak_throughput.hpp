@@ -45,6 +45,11 @@ void write_cpu_peak(const std::string& path, const std::string& key, double tflo
 // "clock-derived, device not in the table: ...").
 PeakThroughput gpu_peak_throughput(const std::string& device_name, const std::function<double()>& clock_derived);
 
+// The warning for a run computing `tflops` per rank, more than its reference (MFU above 100%): such a
+// reference is wrong (a CPU peak measured while the machine was busy, a device clocked above the table's
+// figure), and the warning says where it came from and how to replace it. Empty when tflops <= the reference.
+std::string mfu_above_peak_warning(double tflops, const PeakThroughput& peak);
+
 // runtime.peak_tflops when set; a GPU's figure (gpu_peak_throughput); else the cached CPU figure, or one
 // measured now and cached. Collective over `world` when given (rank 0 reads, measures and writes; the
 // others take its figure), so every rank reports MFU against the same reference.

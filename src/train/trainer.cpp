@@ -261,6 +261,10 @@ StepMetrics Trainer::train_step(int64_t step) {
   m.tokens_per_s = positions / (m.step_ms / 1e3);
   m.tflops = flops_per_token_ * positions / (m.step_ms / 1e3) / 1e12 / double(cfg_.mesh.world_size());
   m.mfu = m.tflops / peak_tflops_;
+  if (!mfu_warned_ && m.mfu > 1) {
+    mfu_warned_ = true;
+    log::root_warn("{}", mfu_above_peak_warning(m.tflops, {peak_tflops_, peak_source_}));
+  }
   m.peak_tflops = peak_tflops_;
   m.peak_source = peak_source_;
   m.memory_gib = double(m.memory.peak_rss) / double(1 << 30);

@@ -123,6 +123,7 @@ class Trainer {
   double flops_per_token_ = 0;
   double peak_tflops_ = 0;
   std::string peak_source_;  // where peak_tflops_ came from (train/peak_throughput.hpp)
+  bool mfu_warned_ = false;  // a step passed the reference (mfu_above_peak_warning): said once
   double pipeline_wait_s_ = 0;
   std::chrono::milliseconds slow_step_{0};  // TRIDENT_INJECT_FAULT=slow-step:MS (a slow rank, for the tests)
   std::unique_ptr<TrainingCheckpoints> checkpoints_;

@@ -21,6 +21,7 @@ namespace trident::test {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Sets an environment variable for the life of the object (children started meanwhile inherit it).
 class ScopedEnv {
@@ -136,6 +137,28 @@ TEST(PeakThroughput, MeasuredOnceThenCachedAndAlwaysNamed) {
   const TrainOutput set = run_train(1, kTinyTextDeck, {"train.steps=1", "runtime.peak_tflops=2"});
   ASSERT_EQ(set.rc, 0) << set.out;
   EXPECT_EQ(reference_line(set.out), std::make_pair(2.0, std::string("runtime.peak_tflops"))) << set.out;
+}
+
+// A reference below what the run computes (MFU above 100%) is wrong, and the run says so once, naming the
+// reference's source and the way to replace it; a run below its reference says nothing.
+TEST(PeakThroughput, ARunFasterThanItsReferenceSaysSoOnce) {
+  EXPECT_EQ(mfu_above_peak_warning(0.5, {1.0, "runtime.peak_tflops"}), "");
+  EXPECT_EQ(mfu_above_peak_warning(1.0, {1.0, "runtime.peak_tflops"}), "");
+  const std::string cached = mfu_above_peak_warning(0.071, {0.042, "cached in /c/cpu-peak-1.toml for X"});
+  EXPECT_THAT(cached, HasSubstr("MFU 169%: this run computes 0.071 TFLOP/s per rank, more than its throughput "
+                                "reference of 0.042 (cached in /c/cpu-peak-1.toml for X)"));
+  EXPECT_THAT(cached, HasSubstr("set runtime.peak_tflops, or delete the cache file to measure again"));
+
+  const std::string warning = "this run's MFU figures overstate";
+  const TrainOutput low = run_train(1, kTinyTextDeck, {"train.steps=3", "runtime.peak_tflops=1e-6"});
+  ASSERT_EQ(low.rc, 0) << low.out;
+  EXPECT_THAT(low.out, HasSubstr("more than its throughput reference of 0.000 (runtime.peak_tflops)")) << low.out;
+  size_t said = 0;
+  for (size_t at = low.out.find(warning); at != std::string::npos; at = low.out.find(warning, at + 1)) ++said;
+  EXPECT_EQ(said, 1u) << low.out;
+  const TrainOutput high = run_train(1, kTinyTextDeck, {"train.steps=3", "runtime.peak_tflops=1000"});
+  ASSERT_EQ(high.rc, 0) << high.out;
+  EXPECT_THAT(high.out, Not(HasSubstr(warning))) << high.out;
 }
 
 }  // namespace
