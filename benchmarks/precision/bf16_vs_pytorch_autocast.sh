@@ -16,6 +16,8 @@
 # float masters as well (`--bf16-params`: Megatron-LM's bf16, and trident's train.precision = "bf16"
 # working copy), autocast alone keeping float32 parameters; TRIDENT_FP32_PARAMETERS=1 gives trident
 # train.bf16_parameters = false (fp32 parameters, autocast's way).
+# INIT=gpt2 starts both from GPT-2's initialisation (`make-weights --init gpt2`: N(0, 0.02), biases 0,
+# LayerNorm weights 1) instead of the reference checks' weights (sharp attention, noisy norms and biases).
 set -euo pipefail
 build=${1:-build}
 key=${KEY:-train.precision}
@@ -30,7 +32,7 @@ L=/usr/share/common-licenses
 shards=("$tmp"/licenses_train_*.bin)
 [ ${#shards[@]} -eq 1 ] || { echo "expected one training shard, got ${#shards[@]}" >&2; exit 2; }
 /usr/bin/python3 "$reference" make-weights --out "$tmp/init.safetensors" --vocab 50257 --seq 256 --layers 6 \
-  --hidden 384 --heads 6 --seed 26 >/dev/null
+  --hidden 384 --heads 6 --seed 26 --init "${INIT:-test}" >/dev/null
 
 lr=6e-4 min_lr=6e-5 warmup=30
 trident_run() {  # NAME --set ...: trident's run of this shape, data and optimizer, metrics in $tmp/NAME.jsonl

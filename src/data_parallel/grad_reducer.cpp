@@ -224,20 +224,27 @@ void GradientReducer::gather_parameters() {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Request> pending;
   for (size_t i = 0; i < chunks_.size(); ++i) {
-    if (opt_.working_copy)
-      broadcast_ranges(chunks_[i], reinterpret_cast<Bf16*>(opt_.working_copy->patterns(int(i))), pending);
-    else
-      broadcast_ranges(chunks_[i], chunks_[i].model->params(), pending);
+    const std::vector<int64_t>& bounds = chunks_[i].bounds;
+    if (!opt_.working_copy) {
+      broadcast_ranges(bounds, chunks_[i].model->params(), pending);
+      continue;
+    }
+    // The copy's patterns, and its fp32 tensors: each range's are packed in one range of their own.
+    Bf16WorkingCopy& copy = *opt_.working_copy;
+    broadcast_ranges(bounds, reinterpret_cast<Bf16*>(copy.patterns(int(i))), pending);
+    std::vector<int64_t> packed;
+    for (int64_t b : bounds) packed.push_back(copy.fp32_tensors(int(i)).packed_offset(b));
+    broadcast_ranges(packed, copy.fp32_values(int(i)), pending);
   }
   dp_.wait_all(pending);
   exposed_s_ += seconds_since(t0);
 }
 
 template <class T>
-void GradientReducer::broadcast_ranges(const Chunk& c, T* values, std::vector<Request>& pending) {
+void GradientReducer::broadcast_ranges(const std::vector<int64_t>& bounds, T* values, std::vector<Request>& pending) {
   for (int r = 0; r < dp_.size(); ++r)
-    for (int64_t begin = c.bounds[size_t(r)]; begin < c.bounds[size_t(r) + 1]; begin += opt_.bucket_elements)
-      pending.push_back(dp_.ibroadcast(values + begin, std::min(opt_.bucket_elements, c.bounds[size_t(r) + 1] - begin), r));
+    for (int64_t begin = bounds[size_t(r)]; begin < bounds[size_t(r) + 1]; begin += opt_.bucket_elements)
+      pending.push_back(dp_.ibroadcast(values + begin, std::min(opt_.bucket_elements, bounds[size_t(r) + 1] - begin), r));
 }
 
 }  // namespace trident

@@ -11,7 +11,8 @@
 //              segment is reduced to the rank(s) owning it as soon as it is closed, and the owners
 //              add it onto their partitions. There is no whole-chunk gradient buffer.
 //   zero 1, 2  each rank's AdamW updates its own range; gather_parameters() then broadcasts every
-//              range from its owner (with a bf16 working copy its patterns, in place: half the bytes).
+//              range from its owner (with a bf16 working copy its patterns, in place: half the bytes,
+//              and the fp32 values of the tensors it keeps in fp32).
 //   zero 3     gradients as zero 2, and a rank keeps the parameters of its own range only
 //              (ShardedParameters): forward and backward gather each segment (a layer, the head, an
 //              embedding) over DP just before using it, prefetching the next, and drop it after. The
@@ -116,9 +117,9 @@ class GradientReducer {
   // After that reduction's wait: (bf16) the sums widened into the gradients.
   void take_reduction(Chunk& c, int64_t begin, int64_t n);
   void progress(Chunk& c);
-  // ZeRO 1/2: every range of c's `values` (T: float or Bf16) broadcast from its owner.
+  // ZeRO 1/2: every range [bounds[r], bounds[r + 1]) of `values` (T: float or Bf16) broadcast from its owner r.
   template <class T>
-  void broadcast_ranges(const Chunk& c, T* values, std::vector<Request>& pending);
+  void broadcast_ranges(const std::vector<int64_t>& bounds, T* values, std::vector<Request>& pending);
 
   Group& dp_;
   Kernels& k_;

@@ -13,10 +13,9 @@ ShardedParameters::ShardedParameters(Group& dp, Kernels& kernels, std::vector<Gp
                                      std::vector<std::vector<int64_t>> bounds, bool bf16)
     : dp_(dp), k_(kernels), bf16_(bf16), pool_(kernels, bf16) {
   TRIDENT_CHECK(chunks.size() == bounds.size(), "ShardedParameters: one range set per chunk");
-  chunks_.resize(chunks.size());
+  chunks_.reserve(chunks.size());
   for (size_t i = 0; i < chunks.size(); ++i) {
-    Chunk& c = chunks_[i];
-    c.model = chunks[i];
+    Chunk& c = chunks_.emplace_back(chunks[i]);
     c.bounds = std::move(bounds[i]);
     TRIDENT_CHECK(c.bounds.size() == size_t(dp_.size()) + 1, "ShardedParameters: {} ranges for dp {}",
                   c.bounds.size() - 1, dp_.size());
@@ -56,10 +55,18 @@ ShardedParameters::Gathered& ShardedParameters::start_gather(Chunk& chunk, int64
   for (int r = 0; r < dp_.size(); ++r) {
     const int64_t a = std::max(begin, chunk.bounds[size_t(r)]), b = std::min(end, chunk.bounds[size_t(r) + 1]);
     if (a >= b) continue;
-    if (bf16_)
-      g.requests.push_back(dp_.ibroadcast(reinterpret_cast<Bf16*>(g.buffer->wire + (a - begin)), b - a, r));
-    else
+    if (!bf16_) {
       g.requests.push_back(dp_.ibroadcast(g.buffer->data + (a - begin), b - a, r));
+      continue;
+    }
+    g.requests.push_back(dp_.ibroadcast(reinterpret_cast<Bf16*>(g.buffer->wire + (a - begin)), b - a, r));
+    // The tensors kept in fp32 move in fp32, straight into their places (the wire's patterns of them go
+    // unread).
+    chunk.fp32_tensors.split(a, b, [&](int64_t p, int64_t q, bool fp32) {
+      if (!fp32) return;
+      if (r == dp_.rank()) k_.copy(g.buffer->data + (p - begin), chunk.partition + (p - chunk.mine0), q - p);
+      g.requests.push_back(dp_.ibroadcast(g.buffer->data + (p - begin), q - p, r));
+    });
   }
   chunk.gathered.push_back(std::move(g));
   return chunk.gathered.back();
@@ -82,7 +89,10 @@ const float* ShardedParameters::acquire(int c, int64_t begin, int64_t end) {
   const auto t0 = std::chrono::steady_clock::now();
   dp_.wait_all(g->requests);
   g->requests.clear();
-  if (bf16_) k_.unpack_bf16(g->buffer->data, g->buffer->wire, end - begin);
+  if (bf16_)
+    chunk.fp32_tensors.split(begin, end, [&](int64_t p, int64_t q, bool fp32) {
+      if (!fp32) k_.unpack_bf16(g->buffer->data + (p - begin), g->buffer->wire + (p - begin), q - p);
+    });
   wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   g->acquired = true;
   return g->buffer->data;

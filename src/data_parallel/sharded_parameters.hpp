@@ -14,6 +14,8 @@
 // With a bf16 working copy (train.precision = "bf16") the partitions are the fp32 masters and a
 // gather moves bf16: the owner rounds its part into the buffer's bf16 companion, that is broadcast,
 // and every rank (the owner too) computes with the rounded values; half the bytes of an fp32 gather.
+// What the model reads in fp32 (biases, norm weights and biases, the position embedding:
+// model/fp32_tensors.hpp) is broadcast in fp32, as the working copy below ZeRO-3 keeps it.
 //
 // Host memory (the CPU backend).
 #include <cstdint>
@@ -23,6 +25,7 @@
 
 #include "comm/group.hpp"
 #include "kernels.hpp"
+#include "model/fp32_tensors.hpp"
 #include "model/gpt.hpp"
 #include "model/parameter_buffer_pool.hpp"
 
@@ -61,7 +64,9 @@ class ShardedParameters {
   using Source = ChunkParameterSource<ShardedParameters>;
   friend Source;
   struct Chunk {
+    explicit Chunk(GptModel* m) : model(m), fp32_tensors(m->layout()) {}
     GptModel* model = nullptr;
+    Fp32Tensors fp32_tensors;  // bf16: the tensors gathered in fp32
     std::vector<int64_t> bounds;
     int64_t mine0 = 0, mine1 = 0;
     float* partition = nullptr;

@@ -389,10 +389,11 @@ std::vector<KeySpec> build() {
                       "Under precision = \"bf16\": true, the model computes with a bf16 working copy of its "
                       "parameters (stored in bf16, 2 bytes a parameter, read as bf16 by the GEMMs and the token "
                       "embedding, each layer and the position embedding widened to fp32 while it runs for the rest; "
-                      "Megatron-LM's bf16) while AdamW updates fp32 masters (the optimizer's ZeRO "
+                      "as Megatron-LM's bf16, except that what the model reads in fp32, the biases, norms and "
+                      "position embedding, keeps its fp32 master values, as under autocast) while AdamW updates fp32 masters (the optimizer's ZeRO "
                       "range; ZeRO-3's partitions), which checkpoints save, and the ZeRO parameter broadcast and "
-                      "gathers move bf16; false, with the fp32 parameters themselves (PyTorch's autocast), no "
-                      "masters, fp32 broadcast and gathers. No effect under fp32."));
+                      "gathers move bf16 (those fp32); false, with the fp32 parameters themselves "
+                      "(PyTorch's autocast), no masters, fp32 broadcast and gathers. No effect under fp32."));
   k.push_back(real("train", "logits_chunk_mib", &TrainConfig::logits_chunk_mib, &Config::train, 0.0, false, inf,
                    "The LM head computes the logits, the cross-entropy and their backward over the micro-batch's "
                    "positions in chunks whose fp32 logits take at most this many MiB (at least one position), so "

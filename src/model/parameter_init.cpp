@@ -42,6 +42,7 @@ void init_tensor_elements(const ParamTensor& t, const GptShapes& s, int tp_rank,
       return;
     case ParamKind::Weight:
     case ParamKind::Embedding:
+    case ParamKind::PositionEmbedding:
       break;
   }
   const double sd = t.residual_projection ? std / std::sqrt(2.0 * s.L) : std;

@@ -27,7 +27,7 @@ void ParameterLayout::add_gpt2_tensors() {
   using S = TpSplit;
   if (chunk_.embedding || (chunk_.head && s.tied))
     wte_ = add("transformer.wte.weight", {s.Vp, C}, K::Embedding, S::Rows);
-  if (chunk_.embedding) wpe_ = add("transformer.wpe.weight", {s.T, C}, K::Embedding, S::None);
+  if (chunk_.embedding) wpe_ = add("transformer.wpe.weight", {s.T, C}, K::PositionEmbedding, S::None);
   for (int64_t l = chunk_.layer_begin; l < chunk_.layer_end; ++l) {
     const std::string p = fmt::format("transformer.h.{}.", l);
     LayerParams lp{};
@@ -70,7 +70,7 @@ void ParameterLayout::add_llama_tensors() {
   };
   if (chunk_.embedding || (chunk_.head && s.tied))
     wte_ = add("model.embed_tokens.weight", {s.Vp, C}, K::Embedding, S::Rows);
-  if (chunk_.embedding && !s.rope) wpe_ = add("model.embed_positions.weight", {s.T, C}, K::Embedding, S::None);
+  if (chunk_.embedding && !s.rope) wpe_ = add("model.embed_positions.weight", {s.T, C}, K::PositionEmbedding, S::None);
   for (int64_t l = chunk_.layer_begin; l < chunk_.layer_end; ++l) {
     const std::string p = fmt::format("model.layers.{}.", l);
     LayerParams lp{};

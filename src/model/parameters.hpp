@@ -17,7 +17,7 @@
 
 namespace trident {
 
-enum class ParamKind { Embedding, Weight, Bias, NormWeight, NormBias };
+enum class ParamKind { Embedding, PositionEmbedding, Weight, Bias, NormWeight, NormBias };
 
 // How a tensor is divided among the ranks of a TP group (Megatron-style).
 enum class TpSplit {
@@ -45,6 +45,9 @@ struct ParamTensor {
 
   // AdamW weight decay applies to tensors of 2 or more dimensions (matrices and embeddings).
   bool decayed() const { return shape.size() >= 2; }
+  // A bf16 working copy keeps what the model reads in fp32 as its fp32 masters: the 1-D tensors (biases,
+  // norm weights and biases) and the position embedding (model/fp32_tensors.hpp).
+  bool kept_in_fp32() const { return shape.size() == 1 || kind == ParamKind::PositionEmbedding; }
 };
 
 // Offsets of one layer's tensors, to address them without name lookups; -1 for tensors the model does

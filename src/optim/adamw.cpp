@@ -7,7 +7,7 @@
 namespace trident {
 
 AdamW::AdamW(const ParameterLayout& layout, Kernels& kernels, const TrainConfig& cfg, int64_t begin, int64_t end,
-             uint16_t* working_copy)
+             WorkingCopyView working_copy)
     : layout_(layout), k_(kernels), cfg_(cfg), begin_(begin), end_(end < 0 ? layout.total() : end),
       working_(working_copy) {
   TRIDENT_CHECK(0 <= begin_ && begin_ <= end_ && end_ <= layout_.total(), "AdamW range [{}, {}) outside [0, {})",
@@ -22,7 +22,7 @@ AdamW::AdamW(const ParameterLayout& layout, Kernels& kernels, const TrainConfig&
   const int64_t n = std::max<int64_t>(end_ - begin_, 1);
   m_ = k_.alloc(n);
   v_ = k_.alloc(n);
-  if (working_) master_ = k_.alloc(n);
+  if (working_.patterns) master_ = k_.alloc(n);
 }
 
 AdamW::~AdamW() {
@@ -32,14 +32,24 @@ AdamW::~AdamW() {
 }
 
 void AdamW::write_working_copy() {
-  if (master_) k_.pack_bf16(master_, working_ + begin_, end_ - begin_);
+  if (!master_) return;
+  k_.pack_bf16(master_, working_.patterns + begin_, end_ - begin_);
+  copy_fp32_tensors();
+}
+
+void AdamW::copy_fp32_tensors() {
+  const Fp32Tensors& kept = *working_.fp32_tensors;
+  kept.split(begin_, end_, [&](int64_t a, int64_t b, bool fp32) {
+    if (fp32) k_.copy(working_.fp32 + kept.packed_offset(a), master_ + (a - begin_), b - a);
+  });
 }
 
 void AdamW::update(float* range_params, const float* range_grads, double lr, int64_t step) {
   TRIDENT_CHECK(!master_ || range_params == master_, "internal: AdamW with masters updates its masters");
   const AdamWStep hyper{float(lr), float(cfg_.beta1), float(cfg_.beta2), float(cfg_.eps), step};
   k_.adamw_update(range_params, range_grads, m_, v_, end_ - begin_, segments_, hyper,
-                  master_ ? working_ + begin_ : nullptr);
+                  master_ ? working_.patterns + begin_ : nullptr);
+  if (master_) copy_fp32_tensors();
 }
 
 double clip_gradients(Kernels& kernels, float* grads, int64_t n, double norm, double max_norm) {

@@ -8,13 +8,15 @@
 // fp32 masters (train.precision = "bf16" without ZeRO-3): the model computes with a bf16 working copy
 // of its parameters (bf16 patterns, model/bf16_working_copy.hpp) while the optimizer keeps the fp32
 // master values of its range, the ones checkpoints save; each update writes the new masters and the
-// patterns of their bf16 rounding in one pass. (ZeRO-3's partitions are the masters themselves: its
+// patterns of their bf16 rounding in one pass, then copies the masters of the tensors the copy keeps in
+// fp32 (model/fp32_tensors.hpp). (ZeRO-3's partitions are the masters themselves: its
 // gathers round; data_parallel/sharded_parameters.hpp.)
 #include <cstdint>
 #include <vector>
 
 #include "core/config.hpp"
 #include "kernels.hpp"
+#include "model/fp32_tensors.hpp"
 #include "model/parameters.hpp"
 
 namespace trident {
@@ -22,9 +24,10 @@ namespace trident {
 class AdamW {
  public:
   // The optimizer of the flat elements [begin, end) of `layout` (end -1: all of it). With a working copy
-  // (the chunk's bf16 patterns, element k is flat element k) it keeps fp32 masters of that range.
+  // (the chunk's bf16 patterns, element k is flat element k, and its fp32 tensors) it keeps fp32 masters
+  // of that range.
   AdamW(const ParameterLayout& layout, Kernels& kernels, const TrainConfig& cfg, int64_t begin = 0, int64_t end = -1,
-        uint16_t* working_copy = nullptr);
+        WorkingCopyView working_copy = {});
   ~AdamW();
   AdamW(const AdamW&) = delete;
   AdamW& operator=(const AdamW&) = delete;
@@ -32,11 +35,11 @@ class AdamW {
   // One update of the parameters of the range from their gradients (range_params[k] and
   // range_grads[k] belong to element begin + k; with masters, range_params is masters()) with
   // learning rate lr; `step` counts from 1 (bias correction). With masters, the working copy's range
-  // receives the patterns of the updated masters in the same pass.
+  // receives the patterns of the updated masters in the same pass, and its fp32 tensors their masters.
   void update(float* range_params, const float* range_grads, double lr, int64_t step);
 
   // With masters: the working copy's range takes the patterns of the masters as they are (fresh or
-  // loaded from a checkpoint). Without masters: nothing.
+  // loaded from a checkpoint), and its fp32 tensors their values. Without masters: nothing.
   void write_working_copy();
 
   int64_t begin() const { return begin_; }
@@ -59,7 +62,9 @@ class AdamW {
   float* m_ = nullptr;
   float* v_ = nullptr;
   float* master_ = nullptr;
-  uint16_t* working_ = nullptr;  // the chunk's bf16 patterns (with masters)
+  WorkingCopyView working_;  // the chunk's working copy (with masters)
+  // The working copy's fp32 tensors in the range take their masters.
+  void copy_fp32_tensors();
 };
 
 // Scales grads so that their global L2 norm is at most max_norm (torch: coef = max_norm/(norm+1e-6),

@@ -154,21 +154,42 @@ std::vector<int64_t> stage_layers(const Config& cfg, const Layout& l) {
   return stages;
 }
 
-double layer_params_per_rank(const ModelConfig& m, int tp) {
-  const double C = double(m.hidden), F = double(ffn_hidden_of(m)), b = m.bias ? 1.0 : 0.0;
+namespace {
+// A rank's width of K (or V): split over TP, or one head per rank (replicated) when tp > kv_heads.
+double kv_width_per_rank(const ModelConfig& m, int tp) {
   const int64_t kv_heads = m.kv();
-  // K and V: split over TP, or one head per rank (replicated) when tp > kv_heads.
-  const double kv = double(m.hidden / m.heads) * double(kv_heads) / std::min<double>(tp, double(kv_heads));
-  const double fc = m.mlp == Mlp::SwiGlu ? 2 * F : F;  // gate and up, or c_fc
-  const double split = (C * C + b * C) / tp        // Q (column-parallel, bias split)
-                       + 2 * (C * kv + b * kv)      // K and V (this rank's share)
-                       + C * C / tp                 // attention output projection (row-parallel)
-                       + (C * fc + b * fc) / tp     // MLP up (and gate) (column-parallel, bias split)
-                       + F * C / tp;                // MLP down (row-parallel)
-  const double norm = m.norm == Norm::LayerNorm && m.bias ? 2 * C : C;
-  const double replicated = 2 * norm     // the two norms
-                            + 2 * b * C; // biases of the row-parallel projections (added once)
-  return split + replicated;
+  return double(m.hidden / m.heads) * double(kv_heads) / std::min<double>(tp, double(kv_heads));
+}
+// The MLP's up projection: gate and up, or c_fc.
+double fc_width(const ModelConfig& m) {
+  const double F = double(ffn_hidden_of(m));
+  return m.mlp == Mlp::SwiGlu ? 2 * F : F;
+}
+// One norm's parameters: LayerNorm's weight and bias, or RMSNorm's weight.
+double norm_params(const ModelConfig& m) { return m.norm == Norm::LayerNorm && m.bias ? 2.0 * m.hidden : m.hidden; }
+}  // namespace
+
+double layer_params_per_rank(const ModelConfig& m, int tp) {
+  const double C = double(m.hidden), F = double(ffn_hidden_of(m));
+  const double kv = kv_width_per_rank(m, tp), fc = fc_width(m);
+  const double matrices = C * C / tp        // Q (column-parallel)
+                          + 2 * C * kv      // K and V (this rank's share)
+                          + C * C / tp      // attention output projection (row-parallel)
+                          + C * fc / tp     // MLP up (and gate) (column-parallel)
+                          + F * C / tp;     // MLP down (row-parallel)
+  return matrices + layer_vector_params_per_rank(m, tp);
+}
+
+double layer_vector_params_per_rank(const ModelConfig& m, int tp) {
+  const double C = double(m.hidden), b = m.bias ? 1.0 : 0.0;
+  return b * (C / tp + 2 * kv_width_per_rank(m, tp) + fc_width(m) / tp)  // column-parallel biases (split)
+         + 2 * norm_params(m)                                             // the two norms
+         + 2 * b * C;  // biases of the row-parallel projections (added once)
+}
+
+double stage_fp32_copy_params_per_rank(const ModelConfig& m, const Layout& l, int stage, int64_t layers) {
+  const double wpe = stage == 0 && m.positions == Positions::Learned ? double(m.seq_len) * double(m.hidden) : 0.0;
+  return double(layers) * layer_vector_params_per_rank(m, l.tp) + (stage == l.pp - 1 ? norm_params(m) : 0.0) + wpe;
 }
 
 double stage_params_per_rank(const ModelConfig& m, const Layout& l, int stage, int64_t layers) {
@@ -177,7 +198,7 @@ double stage_params_per_rank(const ModelConfig& m, const Layout& l, int stage, i
   if (stage == 0) p += V * C / l.tp;  // vocab-parallel token embedding
   if (stage == 0 && m.positions == Positions::Learned) p += double(m.seq_len) * C;  // replicated wpe
   if (stage == l.pp - 1) {
-    p += m.norm == Norm::LayerNorm && m.bias ? 2 * C : C;  // final norm
+    p += norm_params(m);  // final norm
     // The LM head: its own matrix when untied; with tied embeddings the last stage keeps a copy when
     // it is not also the first stage (gradients synchronised over the embedding group).
     if (!m.tie_embeddings || l.pp > 1) p += V * C / l.tp;
@@ -273,13 +294,15 @@ MemoryEstimate estimate_memory(const Config& cfg, const ClusterSpec& cluster, co
     st.layers = layers[s];
     st.params = stage_params_per_rank(m, l, s, layers[s]);
     st.states = model_state_bytes(st.params, Precision::FP32, l.zero, l.dp);  // fp32 under either (storage_bytes)
-    // bf16: the working copy is stored in bf16 (2 bytes a parameter) plus the fp32 buffers of the
-    // segments widened at once (widened_segment_bytes), and its fp32 masters sit beside the moments in the optimizer's range (ZeRO-3's partitions
-    // are the masters themselves, and it gathers instead).
+    // bf16: the working copy is stored in bf16 (2 bytes a parameter), what the model reads in fp32 (biases,
+    // norms, the position embedding) in fp32 besides (4 bytes more), plus the fp32 buffers of the segments widened at once (widened_segment_bytes), and its
+    // fp32 masters sit beside the moments in the optimizer's range (ZeRO-3's partitions are the masters
+    // themselves, and it gathers instead).
     const bool zero3 = l.dp > 1 && l.zero >= 3;
     if (working_copy && !zero3) {
       st.states.master_weights = 4.0 * st.params / (l.dp > 1 && l.zero >= 1 ? l.dp : 1);
-      st.states.parameters = 2.0 * st.params + widened_segment_bytes(m, l, s);
+      st.states.parameters = 2.0 * st.params + 4.0 * stage_fp32_copy_params_per_rank(m, l, s, layers[s]) +
+                             widened_segment_bytes(m, l, s);
     }
     st.in_flight = microbatches_in_flight(l.schedule, l.pp, s, mb, l.virtual_stages);
     st.per_layer_activation = per_layer;

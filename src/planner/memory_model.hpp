@@ -144,6 +144,10 @@ std::vector<int64_t> stage_layers(const Config& cfg, const Layout& l);
 // row-parallel biases), the first stage's embeddings, the last stage's final LN and head copy.
 double layer_params_per_rank(const ModelConfig& m, int tp);
 double stage_params_per_rank(const ModelConfig& m, const Layout& l, int stage, int64_t layers);
+// Of those, what the model reads in fp32, which a bf16 working copy keeps in fp32 besides: the 1-D
+// tensors (biases and norms) and the position embedding (model/fp32_tensors.hpp).
+double layer_vector_params_per_rank(const ModelConfig& m, int tp);
+double stage_fp32_copy_params_per_rank(const ModelConfig& m, const Layout& l, int stage, int64_t layers);
 
 // ZeRO-2's gradient memory beside the partition (gradients / dp): staging for the largest backward
 // segment and one layer in flight, plus a tied embedding's whole gradient on the two stages sharing it.

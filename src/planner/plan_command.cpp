@@ -169,7 +169,10 @@ std::string explain_estimate(const Config& cfg, const ClusterSpec& cluster, cons
   os << fmt::format("    parameters          {:>10}  ({:.4g}M params x {}{})\n", gb(pk.states.parameters),
                     pk.params / 1e6, working_copy ? "2 bytes (the bf16 working copy)" : "4 bytes",
                     zero3           ? fmt::format(", / dp = {} (zero 3)", l.dp)
-                    : working_copy ? ", + the fp32 buffer of the segment widened at once (a layer, or the position embedding)"
+                    : working_copy ? fmt::format(", + 4 bytes x {:.4g}M biases, norms and position embedding kept in fp32, + "
+                                                 "the fp32 buffer of the segment widened at once (a layer, or the "
+                                                 "position embedding)",
+                                                 stage_fp32_copy_params_per_rank(m, l, pk.stage, pk.layers) / 1e6)
                                    : "");
   os << fmt::format("    gradients           {:>10}  (4 bytes/param{})\n", gb(pk.states.gradients),
                     l.zero >= 2 ? fmt::format(", / dp = {} (zero {})", l.dp, l.zero) : "");

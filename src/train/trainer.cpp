@@ -111,7 +111,7 @@ Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh, Use us
       const auto& layout = chunks_[size_t(c)]->layout();
       optimizers_.push_back(std::make_unique<AdamW>(layout, k_, cfg_.train, reducer_ ? reducer_->shard_begin(c) : 0,
                                                     reducer_ ? reducer_->shard_end(c) : layout.total(),
-                                                    working_copy_ ? working_copy_->patterns(c) : nullptr));
+                                                    working_copy_ ? working_copy_->view(c) : WorkingCopyView{}));
     }
   });
 

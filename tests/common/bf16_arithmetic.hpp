@@ -19,4 +19,19 @@ inline float bf16_by_arithmetic(float x) {
   return float(v);
 }
 
+// Whether a bf16 working copy computes with tensor t's fp32 masters: what the model reads in fp32, the 1-D
+// tensors (biases, norms' weights and biases) and the position embedding (GPT-2's or a Llama with learned
+// positions), by their shapes and Hugging Face names; the rest (the GEMM weights, the token embedding) it
+// reads rounded to bf16.
+template <class Tensor>
+bool computed_in_fp32(const Tensor& t) {
+  return t.shape.size() == 1 || t.name == "transformer.wpe.weight" || t.name == "model.embed_positions.weight";
+}
+
+// The value a bf16 working copy computes with for the master x of tensor t.
+template <class Tensor>
+float working_copy_value(const Tensor& t, float x) {
+  return computed_in_fp32(t) ? x : bf16_by_arithmetic(x);
+}
+
 }  // namespace trident::test

@@ -268,23 +268,34 @@ TEST(DataParallel, Bf16GradientReductionMovesHalfTheBytes) {
 }
 
 // train.precision = "bf16": the parameters the model computes with are the bf16 rounding of fp32
-// masters kept in the optimizers' ranges, so the ZeRO broadcast after the update (zero 1, 2) and
-// ZeRO-3's gathers lose nothing in bf16 and move half the fp32 bytes: the DP group's Broadcast counter,
-// exactly 2 bytes per element once per step at zero 1/2 (each rank takes part in every range's
-// broadcast), and half of fp32 precision's gathers at zero 3. At zero 1/2 every rank's working copy is
-// then the bf16 rounding (this file's arithmetic) of the whole set of masters.
+// masters kept in the optimizers' ranges (what it reads in fp32, the biases, LayerNorms and position
+// embedding: the masters themselves), so the ZeRO broadcast after the update (zero 1, 2) and ZeRO-3's
+// gathers lose nothing and move about half the fp32 bytes: the DP group's Broadcast counter, exactly 2
+// bytes per element and 4 per element kept in fp32 once per step at zero 1/2 (each rank takes part in
+// every range's broadcast); at zero 3 half the fp32 gathers' bytes and 2 more a gathered element kept
+// in fp32. At zero 1/2 every rank's working copy is then the bf16 rounding (this file's arithmetic) of the
+// whole set of masters, those kept in fp32 as they are.
 TEST(DataParallel, Bf16WorkingCopyIsBroadcastAndGatheredInHalfTheBytes) {
   const int64_t total = stored_elements_of_workload();
+  // Kept in fp32: the biases and LayerNorms (13 C a layer, ln_f's 2 C) and the position embedding (T x C).
+  const int64_t C = 64, L = 4, T = 16, layers_fp32 = L * 13 * C, lnf = 2 * C, wpe = T * C;
+  const int64_t kept_in_fp32 = layers_fp32 + lnf + wpe;
   // At zero 1/2: every working value is the rounding of its master, and the masters are not bf16 values.
   const auto check_working_copy = [&](Trainer& trainer) {
     const std::vector<float> masters = trainer.whole_parameters(0), working = trainer.working_parameters(0);
-    int64_t differ = 0, unrounded = 0;
-    for (size_t i = 0; i < masters.size(); ++i) {
-      differ += working[i] != bf16_by_arithmetic(masters[i]);
-      unrounded += masters[i] != bf16_by_arithmetic(masters[i]);
-    }
-    EXPECT_EQ(differ, 0) << "working copy elements that are not the rounding of their master";
+    int64_t differ = 0, unrounded = 0, kept = 0, fp32 = 0;
+    for (const auto& t : trainer.model().layout().tensors())
+      for (int64_t i = t.offset; i < t.offset + t.numel; ++i) {
+        const float m = masters[size_t(i)];
+        differ += working[size_t(i)] != working_copy_value(t, m);
+        unrounded += m != bf16_by_arithmetic(m);
+        kept += computed_in_fp32(t) && m != bf16_by_arithmetic(m);
+        fp32 += computed_in_fp32(t);
+      }
+    EXPECT_EQ(fp32, kept_in_fp32);
+    EXPECT_EQ(differ, 0) << "working copy elements that are not the rounding of their master (or the master)";
     EXPECT_GT(unrounded, total / 2) << "the masters are bf16 values: were they rounded?";
+    EXPECT_GT(kept, kept_in_fp32 / 2) << "the masters kept in fp32 are bf16 values: nothing to tell apart";
   };
   for (int zero : {1, 2, 3}) {
     SCOPED_TRACE(fmt::format("zero {}", zero));
@@ -293,9 +304,47 @@ TEST(DataParallel, Bf16WorkingCopyIsBroadcastAndGatheredInHalfTheBytes) {
                                        zero < 3 ? check_working_copy : std::function<void(Trainer&)>{}).first;
     if (zero < 3) {
       EXPECT_EQ(fp32, 4.0 * double(total));
+      EXPECT_EQ(bf16, 2.0 * double(total) + 4.0 * double(kept_in_fp32));
+      continue;
     }
-    EXPECT_GT(bf16, 0.0);
-    EXPECT_EQ(fp32, 2.0 * bf16);
+    // 4 bytes more a gathered element kept in fp32: the layers' (every layer gathered as often), ln_f's (with
+    // the head) and the position embedding's, each a whole number of times.
+    const int64_t kept_gathers = int64_t(2.0 * bf16 - fp32) / 4;
+    ASSERT_GT(kept_gathers, 0) << "ZeRO-3 gathered the biases, norms and position embedding in bf16";
+    bool whole = false;
+    for (int64_t head = 1; head * lnf < kept_gathers && !whole; ++head)
+      for (int64_t positions = 1; head * lnf + positions * wpe < kept_gathers && !whole; ++positions)
+        whole = (kept_gathers - head * lnf - positions * wpe) % layers_fp32 == 0;
+    EXPECT_TRUE(whole) << kept_gathers << " elements gathered in fp32: not whole gathers of the layers', ln_f's "
+                       << "and the position embedding's";
+  }
+}
+
+// ZeRO-2 and ZeRO-3 reduce the gradients alike (ShardedGradients), so in bf16 their masters stay equal
+// bit for bit as long as the model computes with the same values: ZeRO-2 with the working copy (patterns,
+// the fp32 masters of the biases, norms and position embedding), ZeRO-3 with what its gathers bring
+// (rounded partitions, those in fp32). Their losses and gradient norms over three steps are identical; a gather that rounded the
+// biases and LayerNorms (bf16 values from step 2 on) would move them.
+TEST(DataParallel, Bf16Zero3ComputesWithTheWorkingCopysValues) {
+  const auto run = [&](int zero) {
+    auto overrides = kWorkload;
+    overrides.insert(overrides.end(), {fmt::format("mesh.dp={}", world_size()), fmt::format("mesh.zero={}", zero),
+                                       "train.precision=bf16"});
+    const Config cfg = small_deck(1009, overrides);
+    ParallelMesh mesh(MPI_COMM_WORLD, cfg.mesh, cfg.runtime.mpi_wait);
+    connect(mesh, cfg);
+    Trainer trainer(cfg, test_kernels(), &mesh);
+    std::vector<std::pair<double, double>> steps;
+    for (int64_t s = 1; s <= 3; ++s) {
+      const StepMetrics m = trainer.train_step(s);
+      steps.emplace_back(m.loss, m.grad_norm);
+    }
+    return steps;
+  };
+  const auto zero2 = run(2), zero3 = run(3);
+  for (size_t s = 0; s < zero2.size(); ++s) {
+    EXPECT_EQ(zero3[s].first, zero2[s].first) << "loss of step " << s + 1;
+    EXPECT_EQ(zero3[s].second, zero2[s].second) << "gradient norm of step " << s + 1;
   }
 }
 

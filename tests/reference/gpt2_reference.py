@@ -24,9 +24,10 @@ activations a layer keeps for backward (LN outputs, q|k|v, attention output, MLP
 activation) rounded to bf16 where they are produced (kept()); the residual stream stays exact.
 --autocast bf16 (train, with --dtype float32): the forward under torch.autocast("cpu", bfloat16), PyTorch's
 own CPU mixed precision; a comparison run for trident's bf16 (benchmarks/precision/), not an exact reference.
---bf16-params (train): bf16 parameters over float masters, as Megatron-LM's and DeepSpeed's bf16 modes and
-trident's train.precision = "bf16" keep them: forward and backward see every parameter rounded to bf16
-(torch's round to nearest even), AdamW updates the masters with those gradients.
+--bf16-params (train): bf16 parameters over float masters, as trident's train.precision = "bf16" keeps
+them: forward and backward see the GEMM weights and the token embedding rounded to bf16 (torch's round to
+nearest even) and what is read in fp32 (biases, LayerNorms, the position embedding) as their masters;
+AdamW updates the masters with those gradients. (Megatron-LM's and DeepSpeed's bf16 modes round all.)
 
 Data: llm.c token shards (header of 256 int32: magic 20240520, version 1, count; then uint16 tokens).
 Sample j of 0-based step s is the window of T+1 tokens starting at ((s*global_batch + j)*T) mod n,
@@ -318,6 +319,60 @@ def load_params(path, dtype, heads):
 # ---------------------------------------------------------------------------------------------
 # Subcommands.
 
+def gpt2_initial_weights(normal, V, T, L, C, Fw, untied):
+    """GPT-2's initialisation (as nanoGPT's and trident's): matrices and embeddings N(0, 0.02), the
+    residual projections N(0, 0.02 / sqrt(2L)), biases 0, LayerNorm weights 1: a model as training
+    starts it, where the default weights are made for the reference checks to exercise every parameter."""
+    zeros, ones = np.zeros, np.ones
+    W = {
+        "transformer.wte.weight": normal((V, C), 0.02),
+        "transformer.wpe.weight": normal((T, C), 0.02),
+        "transformer.ln_f.weight": ones(C),
+        "transformer.ln_f.bias": zeros(C),
+    }
+    proj_std = 0.02 / math.sqrt(2 * L)
+    for l in range(L):
+        p = f"transformer.h.{l}."
+        W.update({p + "ln_1.weight": ones(C), p + "ln_1.bias": zeros(C),
+                  p + "attn.c_attn.weight": normal((C, 3 * C), 0.02), p + "attn.c_attn.bias": zeros(3 * C),
+                  p + "attn.c_proj.weight": normal((C, C), proj_std), p + "attn.c_proj.bias": zeros(C),
+                  p + "ln_2.weight": ones(C), p + "ln_2.bias": zeros(C),
+                  p + "mlp.c_fc.weight": normal((C, Fw), 0.02), p + "mlp.c_fc.bias": zeros(Fw),
+                  p + "mlp.c_proj.weight": normal((Fw, C), proj_std), p + "mlp.c_proj.bias": zeros(C)})
+    if untied:
+        W["lm_head.weight"] = normal((V, C), 0.02)
+    return W
+
+
+def reference_test_weights(normal, V, T, L, C, Fw, untied):
+    """Weights made for the reference checks: non-trivial LayerNorm parameters and biases, so that
+    their handling matters, and sharp-ish attention."""
+    W = {
+        "transformer.wte.weight": normal((V, C), 0.1),
+        "transformer.wpe.weight": normal((T, C), 0.1),
+        "transformer.ln_f.weight": 1.0 + normal((C,), 0.1),
+        "transformer.ln_f.bias": normal((C,), 0.05),
+    }
+    proj_std = 0.1 / math.sqrt(2 * L)
+    for l in range(L):
+        p = f"transformer.h.{l}."
+        W[p + "ln_1.weight"] = 1.0 + normal((C,), 0.1)
+        W[p + "ln_1.bias"] = normal((C,), 0.05)
+        W[p + "attn.c_attn.weight"] = normal((C, 3 * C), 0.15)  # Conv1D [in, out]
+        W[p + "attn.c_attn.bias"] = normal((3 * C,), 0.05)
+        W[p + "attn.c_proj.weight"] = normal((C, C), proj_std)
+        W[p + "attn.c_proj.bias"] = normal((C,), 0.05)
+        W[p + "ln_2.weight"] = 1.0 + normal((C,), 0.1)
+        W[p + "ln_2.bias"] = normal((C,), 0.05)
+        W[p + "mlp.c_fc.weight"] = normal((C, Fw), 0.1)
+        W[p + "mlp.c_fc.bias"] = normal((Fw,), 0.05)
+        W[p + "mlp.c_proj.weight"] = normal((Fw, C), proj_std)
+        W[p + "mlp.c_proj.bias"] = normal((C,), 0.05)
+    if untied:
+        W["lm_head.weight"] = normal((V, C), 0.1)
+    return W
+
+
 def cmd_make_weights(a):
     rng = np.random.default_rng(a.seed)
     V, T, L, C = a.vocab, a.seq, a.layers, a.hidden
@@ -328,30 +383,8 @@ def cmd_make_weights(a):
     def normal(shape, std):
         return rng.standard_normal(shape) * std
 
-    W = {
-        "transformer.wte.weight": normal((V, C), 0.1),
-        "transformer.wpe.weight": normal((T, C), 0.1),
-        "transformer.ln_f.weight": 1.0 + normal((C,), 0.1),
-        "transformer.ln_f.bias": normal((C,), 0.05),
-    }
-    proj_std = 0.1 / math.sqrt(2 * L)
-    for l in range(L):
-        p = f"transformer.h.{l}."
-        # Non-trivial LayerNorm parameters and biases, so that their handling matters.
-        W[p + "ln_1.weight"] = 1.0 + normal((C,), 0.1)
-        W[p + "ln_1.bias"] = normal((C,), 0.05)
-        W[p + "attn.c_attn.weight"] = normal((C, 3 * C), 0.15)  # Conv1D [in, out]; sharp-ish attention
-        W[p + "attn.c_attn.bias"] = normal((3 * C,), 0.05)
-        W[p + "attn.c_proj.weight"] = normal((C, C), proj_std)
-        W[p + "attn.c_proj.bias"] = normal((C,), 0.05)
-        W[p + "ln_2.weight"] = 1.0 + normal((C,), 0.1)
-        W[p + "ln_2.bias"] = normal((C,), 0.05)
-        W[p + "mlp.c_fc.weight"] = normal((C, Fw), 0.1)
-        W[p + "mlp.c_fc.bias"] = normal((Fw,), 0.05)
-        W[p + "mlp.c_proj.weight"] = normal((Fw, C), proj_std)
-        W[p + "mlp.c_proj.bias"] = normal((C,), 0.05)
-    if a.untied:
-        W["lm_head.weight"] = normal((V, C), 0.1)
+    make = gpt2_initial_weights if a.init == "gpt2" else reference_test_weights
+    W = make(normal, V, T, L, C, Fw, a.untied)
     write_safetensors(a.out, W, "F32", {"format": "pt", "producer": "gpt2_reference.py"})
     print(json.dumps({"out": a.out, "tensors": len(W), "params": int(sum(v.size for v in W.values()))}))
 
@@ -504,10 +537,11 @@ def train_model(P, T, forward_fn, a):
         for g in opt.param_groups:
             g["lr"] = lr
         opt.zero_grad(set_to_none=True)
-        if masters:  # the working copy: each master rounded to bf16
+        if masters:  # the working copy: the GEMM weights' and token embedding's masters rounded to bf16
             with torch.no_grad():
                 for k, p in P.items():
-                    p.copy_(masters[k].to(torch.bfloat16).to(p.dtype))
+                    if p.dim() >= 2 and k != "transformer.wpe.weight":
+                        p.copy_(masters[k].to(torch.bfloat16).to(p.dtype))
         loss_sum = 0.0
         for mb in range(a.global_batch // a.micro_batch):
             x, y = batch(tokens, step - 1, mb * a.micro_batch, a.micro_batch, T, a.global_batch)
@@ -561,7 +595,7 @@ def add_train_arguments(t):
     t.add_argument("--matmul-precision", choices=["fp32", "tf32", "bf16"], default="fp32")
     t.add_argument("--autocast", choices=["none", "bf16"], default="none")
     t.add_argument("--bf16-params", action="store_true",
-                   help="forward and backward on bf16-rounded parameters, AdamW on float masters")
+                   help="forward and backward on bf16-rounded GEMM weights and token embedding, AdamW on float masters")
     t.add_argument("--out-weights")
     t.add_argument("--json")
 
@@ -691,6 +725,9 @@ def main():
     w.add_argument("--ffn", type=int, default=0)
     w.add_argument("--untied", action="store_true")
     w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--init", choices=["test", "gpt2"], default="test",
+                   help="test: non-trivial norms and biases and sharp attention, for the reference checks; "
+                        "gpt2: GPT-2's initialisation, for training comparisons")
 
     m = sub.add_parser("make-data")
     m.add_argument("--out", required=True)

@@ -96,9 +96,10 @@ TEST(GenerateCommand, SamplesFromACheckpointAlikeOnOneAndTwoRanks) {
   fs::remove_all(dir);
 }
 
-// A bf16 run's checkpoint generates with its bf16 working copy (kept as bf16 patterns; the decoder reads
-// them widened): the samples of `ckpt export --dtype bf16` (the masters' bf16 rounding, read as fp32
-// parameters with train.bf16_parameters = false, so no working copy is involved), on 1 and 2 ranks.
+// A bf16 run's checkpoint generates with its bf16 working copy (kept as bf16 patterns and its 1-D tensors
+// in fp32; the decoder reads them widened): the samples of the fp32 export with every tensor of 2 or
+// more dimensions rounded to bf16 by tests/checkpoint/working_copy_values.py (numpy), read as fp32
+// parameters with train.bf16_parameters = false, so no working copy is involved; on 1 and 2 ranks.
 // Sampled at temperature 1, so every token depends on the whole distribution (greedy decoding of this
 // barely trained model gives spaces whatever the parameters' last bits).
 TEST(GenerateCommand, Bf16RunGeneratesWithItsWorkingCopy) {
@@ -106,8 +107,10 @@ TEST(GenerateCommand, Bf16RunGeneratesWithItsWorkingCopy) {
   ASSERT_EQ(trained.rc, 0) << trained.out;
   const std::string& dir = trained.dir;
   std::string log;
-  const std::string export_cmd = fmt::format("cd {} && {} {} ckpt export ckpt --dtype bf16 --out hf",
-                                             dir, without_parent_mpi_env(), trident_binary());
+  const std::string export_cmd = fmt::format("cd {} && {} {} ckpt export ckpt --out hf && /usr/bin/python3 {} "
+                                             "hf/model.safetensors hf/working.safetensors && mv hf/working.safetensors "
+                                             "hf/model.safetensors",
+                                             dir, without_parent_mpi_env(), trident_binary(), TRIDENT_WORKING_COPY_VALUES);
   ASSERT_EQ(run_command(export_cmd, &log), 0) << export_cmd << "\n" << log;
   const std::string sampling =
       "--prompt 'The ' --max-new-tokens 12 --samples 3 --temperature 1 --seed 7 --set train.precision=bf16";
