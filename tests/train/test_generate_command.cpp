@@ -99,7 +99,8 @@ TEST(GenerateCommand, SamplesFromACheckpointAlikeOnOneAndTwoRanks) {
 // A bf16 run's checkpoint generates with its bf16 working copy (kept as bf16 patterns and its 1-D tensors
 // in fp32; the decoder reads them widened): the samples of the fp32 export with every tensor of 2 or
 // more dimensions rounded to bf16 by tests/checkpoint/working_copy_values.py (numpy), read as fp32
-// parameters with train.bf16_parameters = false, so no working copy is involved; on 1 and 2 ranks.
+// parameters with train.bf16_parameters = false, so no working copy is involved; on 1 and 2 ranks; and the
+// loss `trident eval` gives (below).
 // Sampled at temperature 1, so every token depends on the whole distribution (greedy decoding of this
 // barely trained model gives spaces whatever the parameters' last bits).
 TEST(GenerateCommand, Bf16RunGeneratesWithItsWorkingCopy) {
@@ -124,6 +125,23 @@ TEST(GenerateCommand, Bf16RunGeneratesWithItsWorkingCopy) {
     ASSERT_EQ(r.rc, 0) << r.out;
     EXPECT_EQ(read_json(dir + "/" + json).at("samples"), want) << np << " rank(s)";
   }
+  // Three steps barely move the biases and LayerNorms, so the samples would be the same had they been
+  // rounded; the loss over a text sees them: `trident eval` of the checkpoint (its working copy) equals
+  // that of the rounded export bit for bit, and differs from that of the all-bf16 export.
+  const auto eval_loss = [&](const std::string& args) {
+    const CommandRun r = run_trident(dir, 1, "eval deck.toml --data /usr/share/common-licenses/GPL-2 "
+                                             "--set train.precision=bf16 --json eval.json " + args);
+    EXPECT_EQ(r.rc, 0) << r.out;
+    return read_json(dir + "/eval.json").at("loss").get<double>();
+  };
+  const std::string bf16_export = fmt::format("cd {} && {} {} ckpt export ckpt --dtype bf16 --out hf16", dir,
+                                              without_parent_mpi_env(), trident_binary());
+  ASSERT_EQ(run_command(bf16_export, &log), 0) << bf16_export << "\n" << log;
+  const double working_copy = eval_loss("--set checkpoint.dir=ckpt");
+  const double values = eval_loss("--set model.init_from=hf/model.safetensors --set train.bf16_parameters=false");
+  const double all_bf16 = eval_loss("--set model.init_from=hf16/model.safetensors --set train.bf16_parameters=false");
+  EXPECT_EQ(working_copy, values);
+  EXPECT_NE(all_bf16, values) << "rounding the biases and LayerNorms changes nothing: the check above tells nothing";
   fs::remove_all(dir);
 }
 
