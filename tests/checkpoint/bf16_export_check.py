@@ -14,13 +14,19 @@ import sys
 import numpy as np
 
 
-def read(path):
+def read_with_prefix(path):
+    """The tensors' header entries, their data, and the file's bytes before the data (size and header)."""
     with open(path, "rb") as f:
         blob = f.read()
     (n,) = struct.unpack("<Q", blob[:8])
     header = json.loads(blob[8:8 + n])
     header.pop("__metadata__", None)
-    return header, blob[8 + n:]
+    return header, blob[8 + n:], blob[:8 + n]
+
+
+def read(path):
+    header, data, _ = read_with_prefix(path)
+    return header, data
 
 
 def bf16_by_arithmetic(x):

@@ -7,22 +7,18 @@ the same header, so that a run with fp32 parameters computes with exactly those 
 usage: working_copy_values.py FP32.safetensors OUT.safetensors
 """
 import os
-import struct
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bf16_export_check import bf16_by_arithmetic, read  # noqa: E402
+from bf16_export_check import bf16_by_arithmetic, read_with_prefix  # noqa: E402
 
 POSITION_EMBEDDINGS = ("transformer.wpe.weight", "model.embed_positions.weight")
 
 
 def main(fp32_path, out_path):
-    header, data = read(fp32_path)
-    with open(fp32_path, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
-        head = f.read(n)
+    header, data, prefix = read_with_prefix(fp32_path)
     out = bytearray(data)
     rounded = 0
     for name, e in header.items():
@@ -34,7 +30,7 @@ def main(fp32_path, out_path):
         out[a:b] = bf16_by_arithmetic(np.frombuffer(data[a:b], dtype="<f4")).astype("<f4").tobytes()
         rounded += 1
     with open(out_path, "wb") as f:
-        f.write(struct.pack("<Q", n) + head + bytes(out))
+        f.write(prefix + bytes(out))
     print(f"OK {rounded} of {len(header)} tensors rounded")
     return None
 
