@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # #26's acceptance run for bf16 GEMM operands on the CPU: a GPT-2-shaped model (6 layers, hidden 384,
-# 6 heads, GPT-2's vocabulary of 50257, seq 256) trained for 300 steps on the same token stream (the
-# Debian licence texts through GPT-2's tokenizer) with train.precision = fp32 and = bf16 (bf16 GEMM and
+# 6 heads, GPT-2's vocabulary of 50257, seq 256) trained for 300 steps on the same token stream
+# (STREAM=licenses, the default, or fortunes: token_stream.sh; windows shuffled, trident's own
+# initialisation) with train.precision = fp32 and = bf16 (bf16 GEMM and
 # attention operands, activations kept for backward in bf16), the two runs side by side (one BLAS thread
 # each); KEY=train.matmul_precision compares bf16 GEMM operands alone instead. Prints the largest relative
 # loss difference after step 20, the median step times and the peak RSS; exits 1 if the difference
@@ -16,15 +17,14 @@ steps=${2:-300}
 tmp=$(mktemp -d)
 # KEEP=DIR keeps the two runs' metrics and logs there.
 trap '[ -n "${KEEP:-}" ] && mkdir -p "$KEEP" && cp "$tmp"/*.jsonl "$tmp"/*.log "$KEEP"/; rm -rf "$tmp"' EXIT
-L=/usr/share/common-licenses
-"$build/trident" data prepare $L/Apache-2.0 $L/Artistic $L/BSD $L/GFDL-1.3 $L/GPL-2 $L/GPL-3 $L/LGPL-2.1 \
-  $L/MPL-2.0 -o "$tmp/licenses" >/dev/null
+. "$(dirname "$0")/token_stream.sh"
+prepare_token_stream "$build" "$tmp" || exit 2
 key=${KEY:-train.precision}
 for matmul in fp32 bf16; do
   OPENBLAS_NUM_THREADS=1 "$build/trident" train input/quickstart.toml --set model.layers=6 --set model.hidden=384 \
     --set model.heads=6 --set model.seq_len=256 --set train.micro_batch=2 --set train.global_batch=2 \
     --set train.steps="$steps" --set train.warmup_steps=30 --set train.lr=6e-4 --set train.min_lr=6e-5 --set train.sample_every=0 --set data.val_every=0 \
-    --set data.path="$tmp/licenses_train_*.bin" --set data.val_path="" --set checkpoint.dir="" \
+    --set data.path="$token_shard" --set data.val_path="" --set checkpoint.dir="" \
     --set "$key=$matmul" --set runtime.log_every=50 --set runtime.metrics="$tmp/$matmul.jsonl" \
     >"$tmp/$matmul.log" 2>&1 &
 done

@@ -3,14 +3,14 @@
 # operands, kept activations stored in bf16; KEY=train.matmul_precision for bf16 GEMM operands alone)
 # against an independent PyTorch run under CPU bf16 autocast (tests/reference/gpt2_reference.py
 # `train --dtype float32 --autocast bf16`), both from the same initial weights (the reference's
-# make-weights, loaded by trident through model.init_from) on the same token stream (the Debian licence
-# texts through GPT-2's tokenizer, windows in order: the reference's sampler is data.order =
+# make-weights, loaded by trident through model.init_from) on the same token stream (STREAM=licenses, the
+# default, or fortunes: token_stream.sh; windows in order: the reference's sampler is data.order =
 # "sequential"). The issue's shape: 6 layers, hidden 384, 6 heads, GPT-2's vocabulary of 50257, seq 256,
 # 2 sequences per step, the optimizer settings of bf16_vs_fp32.sh (lr 6e-4, cosine to 6e-5 after 30
 # warm-up steps, weight decay 0.1, clipping at 1). Trident also trains the same run in fp32 (after its
 # bf16 run, while PyTorch still runs), so both of #26's criteria are read on one stream: bf16 against
 # fp32 and against autocast. Prints the largest relative loss difference after step 20 of each and
-# exits 1 if either passes 2%. One thread per process, trident's runs beside PyTorch's.
+# exits 1 if either passes 2%; then trident's fp32 against autocast, the stream's own noise. One thread per process, trident's runs beside PyTorch's.
 #   benchmarks/precision/bf16_vs_pytorch_autocast.sh [BUILD_DIR] [STEPS]
 # KEEP=DIR keeps both runs' losses and logs there. BF16_PARAMS=1 gives PyTorch bf16 parameters over
 # float masters as well (`--bf16-params`: Megatron-LM's bf16, and trident's train.precision = "bf16"
@@ -26,11 +26,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 reference="$here/../../tests/reference/gpt2_reference.py"
 tmp=$(mktemp -d)
 trap '[ -n "${KEEP:-}" ] && mkdir -p "$KEEP" && cp "$tmp"/*.json* "$tmp"/*.log "$KEEP"/; rm -rf "$tmp"' EXIT
-L=/usr/share/common-licenses
-"$build/trident" data prepare $L/Apache-2.0 $L/Artistic $L/BSD $L/GFDL-1.3 $L/GPL-2 $L/GPL-3 $L/LGPL-2.1 \
-  $L/MPL-2.0 -o "$tmp/licenses" >/dev/null
-shards=("$tmp"/licenses_train_*.bin)
-[ ${#shards[@]} -eq 1 ] || { echo "expected one training shard, got ${#shards[@]}" >&2; exit 2; }
+. "$here/token_stream.sh"
+prepare_token_stream "$build" "$tmp" || exit 2
 /usr/bin/python3 "$reference" make-weights --out "$tmp/init.safetensors" --vocab 50257 --seq 256 --layers 6 \
   --hidden 384 --heads 6 --seed 26 --init "${INIT:-test}" >/dev/null
 
@@ -44,13 +41,13 @@ trident_run() {  # NAME --set ...: trident's run of this shape, data and optimiz
     --set train.lr=$lr --set train.min_lr=$min_lr --set train.lr_schedule=cosine --set train.weight_decay=0.1 \
     --set train.beta1=0.9 --set train.beta2=0.95 --set train.eps=1e-8 --set train.grad_clip=1.0 \
     --set train.sample_every=0 --set data.val_every=0 --set data.order=sequential \
-    --set data.path="${shards[0]}" --set data.val_path="" --set checkpoint.dir="" \
+    --set data.path="$token_shard" --set data.val_path="" --set checkpoint.dir="" \
     --set runtime.log_every=50 --set runtime.metrics="$tmp/$name.jsonl" "$@" >"$tmp/$name.log" 2>&1
 }
 (trident_run trident --set "$key"=bf16 ${TRIDENT_FP32_PARAMETERS:+--set train.bf16_parameters=false} &&
   trident_run trident_fp32 --set train.precision=fp32) &
 trident_pid=$!
-OMP_NUM_THREADS=1 /usr/bin/python3 "$reference" train --weights "$tmp/init.safetensors" --data "${shards[0]}" \
+OMP_NUM_THREADS=1 /usr/bin/python3 "$reference" train --weights "$tmp/init.safetensors" --data "$token_shard" \
   --heads 6 --steps "$steps" --global-batch 2 --micro-batch 2 --lr $lr --min-lr $min_lr --warmup $warmup \
   --schedule cosine --weight-decay 0.1 --beta1 0.9 --beta2 0.95 --eps 1e-8 --grad-clip 1.0 \
   --dtype float32 --autocast bf16 ${BF16_PARAMS:+--bf16-params} --json "$tmp/pytorch.json" >/dev/null \
@@ -58,23 +55,29 @@ OMP_NUM_THREADS=1 /usr/bin/python3 "$reference" train --weights "$tmp/init.safet
 wait "$trident_pid" || { echo "trident failed:" >&2; tail -5 "$tmp"/trident*.log >&2; exit 2; }
 
 /usr/bin/python3 - "$tmp/trident.jsonl" "$tmp/pytorch.json" "$tmp/trident_fp32.jsonl" <<'PY'
-import json, sys
-ours = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[1])) if "loss" in r}
+import json, statistics, sys
+bf16 = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[1])) if "loss" in r}
 autocast = {r["step"]: r["loss"] for r in json.load(open(sys.argv[2]))["steps"]}
 fp32 = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[3])) if "loss" in r}
-met = True
-for name, theirs in (("PyTorch bf16 autocast", autocast), ("trident fp32", fp32)):
+
+def compare(ours, our_name, theirs, name):  # the largest relative difference after step 20, printed
     if set(ours) != set(theirs):
-        sys.exit(f"the runs logged different steps: {len(ours)} against {len(theirs)} ({name})")
+        sys.exit(f"the runs logged different steps: {len(ours)} against {len(theirs)} ({our_name}, {name})")
     diffs = {s: abs(ours[s] - theirs[s]) / theirs[s] for s in ours}
     late = [s for s in diffs if s > 20]
     if not late:
         sys.exit(f"{len(diffs)} steps: nothing after step 20 to compare (step-1 difference {diffs[1]:.2e})")
     worst = max(late, key=diffs.get)
     last = max(ours)
-    print(f"steps {last}: loss {theirs[1]:.4f} -> trident bf16 {ours[last]:.4f}, {name} {theirs[last]:.4f}; "
-          f"step-1 difference {diffs[1]:.2e}; largest relative difference after step 20: {diffs[worst]:.2e} at "
-          f"step {worst} (limit 2e-2)")
-    met = met and diffs[worst] <= 0.02
+    print(f"steps {last}: loss {theirs[1]:.4f} -> {our_name} {ours[last]:.4f}, {name} {theirs[last]:.4f}; "
+          f"step-1 difference {diffs[1]:.2e}; after step 20: median {statistics.median(diffs[s] for s in late):.2e}, "
+          f"largest {diffs[worst]:.2e} at step {worst}, {sum(diffs[s] > 0.02 for s in late)} steps over 2e-2")
+    return diffs[worst]
+
+met = all([compare(bf16, "trident bf16", autocast, "PyTorch bf16 autocast") <= 0.02,
+           compare(bf16, "trident bf16", fp32, "trident fp32") <= 0.02])
+# Not a criterion: how far fp32 itself is from autocast on this stream. Where it passes 2%, the stream's
+# chaotic steps (memorised windows) rather than bf16 decide the criteria above.
+compare(fp32, "trident fp32", autocast, "PyTorch bf16 autocast")
 sys.exit(0 if met else 1)
 PY

@@ -6,7 +6,7 @@
 //    The whole model in fp32 is larger than that allowance, so a whole-model start-up buffer (what
 //    start-up used before issue 14) or a whole-state checkpoint read fails the test.
 //  * `trident plan`'s memory model (the cpu preset) predicts each tested layout's largest peak RSS
-//    within 15%.
+//    within 15% in fp32, within 10% in bf16.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -161,10 +161,11 @@ void expect_no_whole_chunk_buffer(const std::string& zero) {
 TEST(MemoryPerRank, Zero2Dp2HoldsNoWholeGradientBuffer) { expect_no_whole_chunk_buffer("2"); }
 TEST(MemoryPerRank, Zero3Dp2HoldsNoWholeParameterOrGradientBuffer) { expect_no_whole_chunk_buffer("3"); }
 
-// The planner's peak stage against the measured peak RSS of the ranks of that stage.
-// `measured` (when given) receives the ranks' reports.
-void expect_planner_within_15_percent(int np, const std::vector<std::string>& sets,
-                                      std::vector<RankMemory>* measured_ranks = nullptr) {
+// The planner's peak stage against the measured peak RSS of the ranks of that stage, within `tolerance`
+// of it: 15% for fp32 (issue 14's bound), 10% for bf16 (#26's). `measured` (when given) receives the
+// ranks' reports.
+void expect_planner_within(double tolerance, int np, const std::vector<std::string>& sets,
+                           std::vector<RankMemory>* measured_ranks = nullptr) {
   const TrainOutput run = run_train(np, kDeck, sets);
   ASSERT_EQ(run.rc, 0) << run.out;
   const auto ranks = memory_lines(run.out);
@@ -196,7 +197,7 @@ void expect_planner_within_15_percent(int np, const std::vector<std::string>& se
                 mib(stage.optimizer_state()), mib(worst->optimizer), mib(stage.all_activations()),
                 mib(worst->activations), mib(stage.buffers()), mib(worst->buffers), mib(stage.runtime()),
                 mib(worst->runtime), mib(stage.total()), mib(measured), 100 * (stage.total() - measured) / measured);
-    EXPECT_NEAR(stage.total(), measured, 0.15 * measured) << fmt::format(
+    EXPECT_NEAR(stage.total(), measured, tolerance * measured) << fmt::format(
         "{}: stage {}: planned {:.1f} MiB (parameters {:.1f}, gradients {:.1f}, optimizer {:.1f}, activations {:.1f}, "
         "buffers {:.1f}, runtime {:.1f}), measured peak RSS {:.1f} MiB",
         fmt::join(sets, " "), stage.stage, stage.total() / 1048576.0, stage.parameters() / 1048576.0,
@@ -213,19 +214,19 @@ planner::StageMemory planned_first_stage(const std::vector<std::string>& sets) {
   return planner::estimate_memory(cfg, cluster, layout, planner::place(cluster, layout, cfg.mesh.order)).stages.at(0);
 }
 
-TEST(MemoryPerRank, PlannerWithin15PercentSerial) { expect_planner_within_15_percent(1, {}); }
-TEST(MemoryPerRank, PlannerWithin15PercentTp2) { expect_planner_within_15_percent(2, {"mesh.tp=2"}); }
-TEST(MemoryPerRank, PlannerWithin15PercentPp2) { expect_planner_within_15_percent(2, {"mesh.pp=2"}); }
+TEST(MemoryPerRank, PlannerWithin15PercentSerial) { expect_planner_within(0.15, 1, {}); }
+TEST(MemoryPerRank, PlannerWithin15PercentTp2) { expect_planner_within(0.15, 2, {"mesh.tp=2"}); }
+TEST(MemoryPerRank, PlannerWithin15PercentPp2) { expect_planner_within(0.15, 2, {"mesh.pp=2"}); }
 TEST(MemoryPerRank, PlannerWithin15PercentDp2Zero1) {
-  expect_planner_within_15_percent(2, {"mesh.dp=2", "mesh.zero=1"});
+  expect_planner_within(0.15, 2, {"mesh.dp=2", "mesh.zero=1"});
 }
 TEST(MemoryPerRank, PlannerWithin15PercentTp2Pp2) {
-  expect_planner_within_15_percent(4, {"mesh.tp=2", "mesh.pp=2", "mesh.layers_per_stage=[4,4]"});
+  expect_planner_within(0.15, 4, {"mesh.tp=2", "mesh.pp=2", "mesh.layers_per_stage=[4,4]"});
 }
 
 // train.precision = "bf16" on a shape whose activations outweigh its model states (6.5 M parameters,
-// 105 MB of states; 8 x 256 tokens a micro-batch, 8 layers): the planner stays within 15% of the peak
-// RSS, as for fp32, and the activations the run reports fall as the planner says. Per layer the slots keep
+// 105 MB of states; 8 x 256 tokens a micro-batch, 8 layers): the planner stays within 10% of the peak
+// RSS (#26's bound; fp32 within 15%), and the activations the run reports fall as the planner says. Per layer the slots keep
 // 36 of fp32's 64 bytes per token and hidden unit (model/gpt.hpp: the residual stream stays fp32), but the
 // fp32 scratch (gradient buffers, logits) stays and one layer's tensors are unpacked into an fp32 set, so
 // the whole activation account falls to about 0.7 of fp32's here (0.56 for the slots alone,
@@ -237,8 +238,8 @@ TEST(MemoryPerRank, Bf16ActivationsFallAsPlannedAndThePlannerFollows) {
   std::vector<std::string> bf16 = shape;
   bf16.push_back("train.precision=bf16");
   std::vector<RankMemory> fp32_ranks, bf16_ranks;
-  expect_planner_within_15_percent(1, shape, &fp32_ranks);
-  expect_planner_within_15_percent(1, bf16, &bf16_ranks);
+  expect_planner_within(0.15, 1, shape, &fp32_ranks);
+  expect_planner_within(0.10, 1, bf16, &bf16_ranks);
   ASSERT_EQ(fp32_ranks.size(), 1u);
   ASSERT_EQ(bf16_ranks.size(), 1u);
   const double ratio = bf16_ranks[0].activations / fp32_ranks[0].activations;
@@ -255,11 +256,11 @@ TEST(MemoryPerRank, Bf16ActivationsFallAsPlannedAndThePlannerFollows) {
 // A bf16 working copy at dp 2, zero 1: each rank reports as parameters the working copy's bf16 patterns
 // (2 bytes a parameter) and the fp32 buffer of the segments it widens (the larger of a layer and the
 // position embedding), as the planner plans them (within 2%: the report's 0.1 MiB),
-// well under fp32 storage's 4 bytes a parameter; and the peak within 15%, as for fp32.
+// well under fp32 storage's 4 bytes a parameter; and the peak within 10% (#26; fp32 15%).
 TEST(MemoryPerRank, Bf16WorkingCopyParametersAsPlanned) {
   const std::vector<std::string> sets = {"mesh.dp=2", "mesh.zero=1", "train.precision=bf16"};
   std::vector<RankMemory> ranks;
-  expect_planner_within_15_percent(2, sets, &ranks);
+  expect_planner_within(0.10, 2, sets, &ranks);
   const planner::StageMemory planned = planned_first_stage(sets);
   ASSERT_EQ(ranks.size(), 2u);
   for (const RankMemory& r : ranks) {
