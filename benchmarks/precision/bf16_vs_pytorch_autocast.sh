@@ -10,7 +10,9 @@
 # warm-up steps, weight decay 0.1, clipping at 1). Trident also trains the same run in fp32 (after its
 # bf16 run, while PyTorch still runs), so both of #26's criteria are read on one stream: bf16 against
 # fp32 and against autocast. Prints the largest relative loss difference after step 20 of each and
-# exits 1 if either passes 2%; then trident's fp32 against autocast, the stream's own noise. One thread per process, trident's runs beside PyTorch's.
+# exits 1 if either passes 2%; then trident's fp32 against autocast, the stream's own noise. PyTorch's
+# CPU autocast is quick only with bf16 instructions (AVX512_BF16: about 45 minutes for 300 steps); on a
+# CPU without them (an AMD EPYC, 2026-11-28) a step took about 40 s, some 3 hours for 300 steps. One thread per process, trident's runs beside PyTorch's.
 #   benchmarks/precision/bf16_vs_pytorch_autocast.sh [BUILD_DIR] [STEPS]
 # KEEP=DIR keeps both runs' losses and logs there. BF16_PARAMS=1 gives PyTorch bf16 parameters over
 # float masters as well (`--bf16-params`: Megatron-LM's bf16, and trident's train.precision = "bf16"
