@@ -29,21 +29,20 @@ for matmul in fp32 bf16; do
     >"$tmp/$matmul.log" 2>&1 &
 done
 wait
-python3 - "$tmp/fp32.jsonl" "$tmp/bf16.jsonl" "$tmp/fp32.log" "$tmp/bf16.log" <<'PY'
-import json, re, statistics, sys
+PRECISION_DIR=$(dirname "$0") python3 - "$tmp/fp32.jsonl" "$tmp/bf16.jsonl" "$tmp/fp32.log" "$tmp/bf16.log" <<'PY'
+import json, os, re, statistics, sys
+sys.path.insert(0, os.environ["PRECISION_DIR"])
+from compare_losses import LIMIT, compare, losses
 def rows(p):
     return {r["step"]: r for r in map(json.loads, open(p)) if "loss" in r}
 fp32, bf16 = rows(sys.argv[1]), rows(sys.argv[2])
-diff = max((abs(bf16[s]["loss"] - fp32[s]["loss"]) / fp32[s]["loss"] for s in fp32 if s > 20), default=0.0)
+diff = compare(losses(sys.argv[2]), losses(sys.argv[1]), "bf16", "fp32")
 ms = lambda r: statistics.median(x["step_ms"] for s, x in r.items() if s > 2)
-last = max(fp32)
-print(f"steps {last}: loss fp32 {fp32[1]['loss']:.4f} -> {fp32[last]['loss']:.4f}, bf16 -> {bf16[last]['loss']:.4f}; "
-      f"largest relative loss difference after step 20: {diff:.2e} (limit 2e-2)")
 print(f"median step: fp32 {ms(fp32):.0f} ms, bf16 {ms(bf16):.0f} ms ({ms(bf16) / ms(fp32):.2f}x)")
 def rss(log):
     m = re.findall(r"memory of rank 0 .*?activations ([0-9.]+) MiB .*?peak RSS ([0-9.]+) MiB", open(log).read())
     return (float(m[-1][0]), float(m[-1][1])) if m else (float("nan"), float("nan"))
 (a32, r32), (a16, r16) = rss(sys.argv[3]), rss(sys.argv[4])
 print(f"peak RSS: fp32 {r32:.0f} MiB, bf16 {r16:.0f} MiB ({r16 / r32:.2f}x); activations {a32:.0f} -> {a16:.0f} MiB")
-sys.exit(0 if diff <= 0.02 else 1)
+sys.exit(0 if diff <= LIMIT else 1)
 PY
