@@ -10,7 +10,7 @@
 # seconds) and device.txt.
 #
 # Systems: trident (CUDA, train.precision = "bf16": bf16 GEMM and attention operands, the activations kept
-# for backward stored in bf16, fp32 parameters and gradients; no bf16 parameter copy yet); llm.c's
+# for backward stored in bf16, a bf16 working copy of fp32 master weights, fp32 gradients); llm.c's
 # train_gpt2cu (bf16, its own attention, no cuDNN), from random init on random token shards
 # (llmc_shards.py); PyTorch (benchmarks/gpu/pytorch_gpu_step.py: torch.compile, flash SDPA only, fused
 # AdamW, bf16 autocast over fp32 master weights, gradient clipping as llm.c). Every system runs 32 steps
@@ -22,6 +22,7 @@
 # benchmarks/README.md (H100; no phase has run yet):
 #   phase                         estimate  limit
 #   trident build (no tests)         60 s   240 s   unpack 4-13 s, configure 6 s, build 37-53 s
+#    with DEVICE_TESTS=gpu                  330 s   + ctest -L gpu -j16 (each test at most 120 s)
 #   llm.c build (beside it)          40 s   240 s   one nvcc compile (26 s on the 2-core VM)
 #   token shards                      3 s    30 s
 #   trident 124M B16                 20 s   100 s   ~225 ms/step (112 ms at B 8) x 32 + start
@@ -78,11 +79,16 @@ else
   llmc_build=""
 fi
 trident_ok=0
+# DEVICE_TESTS=gpu also runs `ctest -L gpu` after the build (log: ctest-gpu.log), before the benchmarks, so
+# that one call of the GPU machine gives both; its verdict is in phases.tsv and does not stop the benchmarks.
+tests=${DEVICE_TESTS:-none}
+build_limit=240
+[ "$tests" = none ] || build_limit=330
 if [ -f .device-deps/device-build.sh ]; then
-  phase trident-build 240 "$logs/trident-build.out" \
-    env LOG_DIR="$logs" DEVICE_TESTS=none bash .device-deps/device-build.sh "$build" \
-    && [ -x "$build/trident" ] && trident_ok=1
-  tail -3 "$logs/trident-build.out"
+  phase trident-build "$build_limit" "$logs/trident-build.out" \
+    env LOG_DIR="$logs" DEVICE_TESTS="$tests" bash .device-deps/device-build.sh "$build" -j16 --timeout 120
+  [ -x "$build/trident" ] && trident_ok=1
+  grep -E "^device-build:|tests passed|\*\*\*" "$logs/trident-build.out"
 else
   echo "compare_bf16: .device-deps/device-build.sh missing: run benchmarks/gpu/stage_device_deps.sh here"
 fi

@@ -46,7 +46,7 @@ WARMUP_STEPS = 2  # trident and llm.c: steps 1..2 are left out
 SYSTEMS = [
     # system, the file with its step times, its log, the table's label
     ("trident", "trident-{}.jsonl", "trident-{}.log",
-     "trident, CUDA, train.precision bf16 (bf16 operands and stored activations, fp32 weights)"),
+     "trident, CUDA, train.precision bf16 (bf16 working copy, operands and stored activations, fp32 masters)"),
     ("llmc", "llmc-{}.log", "llmc-{}.log", "llm.c train_gpt2cu, bf16, its own attention (no cuDNN)"),
     ("pytorch", "pytorch-{}.log", "pytorch-{}.log", "PyTorch, torch.compile, flash SDPA, fused AdamW, bf16 autocast"),
 ]
@@ -171,9 +171,9 @@ def markdown(rows_, device, commit=""):
             lines.append(f"| {r['label']} | {shape} | {r['batch']} | - | - | - | {why} |")
     lines += ["", "MFU = (6N + 6LTd) x tokens/s / peak for every system (llm.c's formula; N with the tied "
               "embedding once and the vocabulary padded to 50304: 124,475,904 and 774,090,240). trident "
-              "keeps fp32 weights and gradients under train.precision = \"bf16\" (no bf16 parameter copy "
-              "yet: each GEMM converts its weight). llm.c is built without cuDNN; with cuDNN attention the GPU "
-              "notes measured 34.6 ms (124M, B 16) and 99.3 ms (774M, B 8) on an H100 SXM."]
+              "computes with a bf16 working copy of fp32 master weights and keeps fp32 gradients under "
+              "train.precision = \"bf16\" (train.bf16_parameters, the default). llm.c is built without "
+              "cuDNN; with cuDNN attention the GPU notes measured 34.6 ms (124M, B 16) and 99.3 ms (774M, B 8) on an H100 SXM."]
     return "\n".join(lines) + "\n"
 
 

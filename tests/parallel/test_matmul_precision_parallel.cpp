@@ -79,10 +79,12 @@ TEST(MatmulPrecisionParallel, EveryLayoutOfThisRankCountMatchesSerialBf16) {
 // The serial bf16 run against the serial fp32 run of the same deck: bf16 must move the step-1 gradients
 // and the norms by more than the tolerances allow a layout to.
 void expect_bf16_exceeds_tolerance(const std::vector<std::string>& keys, const Tolerance& tol) {
-  const RunResult& bf16 = serial_run(small_deck(1009, keys), 5);
+  // Copies: GCC 13 takes a reference into serial_run's cache, bound with a temporary deck as argument, for a
+  // dangling one (-Wdangling-reference).
+  const RunResult bf16 = serial_run(small_deck(1009, keys), 5);
   std::vector<std::string> fp32_keys = keys;
   fp32_keys[0] = "train.precision=fp32";
-  const RunResult& fp32 = serial_run(small_deck(1009, fp32_keys), 5);
+  const RunResult fp32 = serial_run(small_deck(1009, fp32_keys), 5);
   ASSERT_FALSE(bf16.grads.empty());
   double gradient = 0, norm = 0;
   for (const auto& [name, g] : bf16.grads[0]) gradient = std::max(gradient, relative_l2(g, fp32.grads[0].at(name)));
