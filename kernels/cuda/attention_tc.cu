@@ -23,16 +23,19 @@
 //   forward   block = (b, h, query tile): loop over key tiles up to the diagonal.
 //   dK/dV     block = (b, kv head, key tile): loop over the group's query heads in ascending order and,
 //             for each, over query tiles from the diagonal to T; S^T = K Q^T, dP^T = V dO^T per warp's
-//             keys; dV += P^T dO, dK += dS^T Q accumulated in shared memory, added into dqkv at the end.
-//   dQ        block = (b, h, query tile): loop over key tiles up to the diagonal; dQ += dS K.
-// Determinism: every output element has one owner (a warp's rows in shared memory, then one thread's
-// += into dqkv), every loop has a fixed order, there are no atomics: reruns are bit-identical.
+//             keys; dV += P^T dO, dK += dS^T Q accumulated in registers (fragments: no rescaling), added
+//             into dqkv at the end through a 16 x 16 staging tile per warp.
+//   dQ        block = (b, h, query tile): loop over key tiles up to the diagonal; dQ += dS K, in registers.
+// Tiles of q, k, v and dout are loaded with 16-byte loads, all of a thread's issued before the first is
+// converted (load_rounded_tile), and each warp loads its A operands' fragments once per product.
+// Determinism: every output element has one owner (a warp's rows in shared memory or registers, then
+// one thread's += into dqkv), every loop has a fixed order, there are no atomics: reruns are bit-identical.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <mma.h>
 
 #include <cmath>
-#include <type_traits>
+#include <utility>
 
 #include "cuda/allocator.cuh"
 #include "cuda/check.cuh"
@@ -68,7 +71,7 @@ struct TileShapes {
   static constexpr int kLdOperand = HD + 8;      // bf16 rows of HD: q, k, v, dout
   static constexpr int kLdScores = kTile + 4;    // fp32 rows of kTile: S, dP
   static constexpr int kLdProbs = kTile + 8;     // bf16 rows of kTile: P, dS
-  static constexpr int kLdAccum = HD + 4;        // fp32 rows of HD: out, dq, dk, dv accumulators
+  static constexpr int kLdAccum = HD + 4;        // fp32 rows of HD: the forward's out accumulator
   static constexpr size_t kOperandBytes = size_t(kTile) * kLdOperand * sizeof(bf16);
   static constexpr size_t kScoresBytes = size_t(kTile) * kLdScores * sizeof(float);
   static constexpr size_t kProbsBytes = size_t(kTile) * kLdProbs * sizeof(bf16);
@@ -76,11 +79,10 @@ struct TileShapes {
   static constexpr size_t kRowBytes = size_t(kTile) * sizeof(float);  // one statistic per row
   // forward: q, k, v; S; P; out; max, sum.
   static constexpr size_t kForwardBytes = 3 * kOperandBytes + kScoresBytes + kProbsBytes + kAccumBytes + 2 * kRowBytes;
-  // dK/dV and dQ: q, dout, k, v; S, dP; P and dS (dQ: dS only); two accumulators (dQ: one); lse, D.
-  static constexpr size_t kBackwardKvBytes =
-      4 * kOperandBytes + 2 * kScoresBytes + 2 * kProbsBytes + 2 * kAccumBytes + 2 * kRowBytes;
-  static constexpr size_t kBackwardQBytes =
-      4 * kOperandBytes + 2 * kScoresBytes + kProbsBytes + kAccumBytes + 2 * kRowBytes;
+  // dK/dV and dQ: q, dout, k, v; S, dP; P and dS (dQ: dS only); lse, D. Their accumulators are in
+  // registers (AccumStrip).
+  static constexpr size_t kBackwardKvBytes = 4 * kOperandBytes + 2 * kScoresBytes + 2 * kProbsBytes + 2 * kRowBytes;
+  static constexpr size_t kBackwardQBytes = 4 * kOperandBytes + 2 * kScoresBytes + kProbsBytes + 2 * kRowBytes;
   static_assert(kOperandBytes % 128 == 0 && kScoresBytes % 128 == 0 && kProbsBytes % 128 == 0 &&
                     kAccumBytes % 128 == 0 && kRowBytes % 128 == 0,
                 "tiles keep the next one 32-byte aligned");
@@ -98,12 +100,39 @@ struct SharedCursor {
 };
 
 // tile[j][d] <- bf16(src[(row0 + j) stride + d]) for j < kTile, d < HD; rows at or past T are zero.
-// Cooperative over the block, consecutive threads on consecutive d (coalesced).
+// Cooperative over the block (kThreads), consecutive threads on consecutive d (coalesced). With `vec`
+// (src and stride 16-byte aligned: the launchers check) each thread issues all its 16-byte loads, 8 at
+// HD 64 and 16 at HD 128, before it converts the first: the tile costs one memory round trip, where a
+// loop of one scalar load and its conversion waited for every element in turn.
 template <int HD>
-__device__ void load_rounded_tile(bf16* tile, const float* src, int64_t stride, int row0, int T) {
+__device__ void load_rounded_tile(bf16* tile, const float* src, int64_t stride, int row0, int T, bool vec) {
+  constexpr int kLd = TileShapes<HD>::kLdOperand;
+  if (vec) {
+    constexpr int kVecsPerRow = HD / 4, kPerThread = kTile * kVecsPerRow / kThreads;
+    static_assert(kTile * kVecsPerRow % kThreads == 0, "every thread loads the same number of vectors");
+    float4 v[kPerThread];
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int q = i * kThreads + int(threadIdx.x), j = q / kVecsPerRow, t = row0 + j;
+      const int d = (q - j * kVecsPerRow) * 4;
+      // Rows past T load row T - 1 and drop it: no branch keeps the loads apart.
+      const float4 x = *reinterpret_cast<const float4*>(src + int64_t(t < T ? t : T - 1) * stride + d);
+      v[i] = t < T ? x : make_float4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int q = i * kThreads + int(threadIdx.x), j = q / kVecsPerRow;
+      bf16* o = tile + j * kLd + (q - j * kVecsPerRow) * 4;
+      o[0] = __float2bfloat16_rn(v[i].x);
+      o[1] = __float2bfloat16_rn(v[i].y);
+      o[2] = __float2bfloat16_rn(v[i].z);
+      o[3] = __float2bfloat16_rn(v[i].w);
+    }
+    return;
+  }
   for (int idx = threadIdx.x; idx < kTile * HD; idx += blockDim.x) {
     const int j = idx / HD, d = idx - j * HD, t = row0 + j;
-    tile[j * TileShapes<HD>::kLdOperand + d] = __float2bfloat16_rn(t < T ? src[int64_t(t) * stride + d] : 0.0f);
+    tile[j * kLd + d] = __float2bfloat16_rn(t < T ? src[int64_t(t) * stride + d] : 0.0f);
   }
 }
 
@@ -116,43 +145,109 @@ __device__ void fill_shared(float* x, int n, float value) {
   for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] = value;
 }
 
-// One warp: the 16x16 fp32 tile c (row stride ldc) = [c +] A B over k in [k_begin, k_end) (multiples
-// of 16). A: 16 rows of bf16 at a (row stride lda), column k at a + k. B (k, n): at b[n ldb + k] when
-// BTransposed (B is the transpose of a row-major tile: its rows are B's columns), else b[k ldb + n].
-template <bool BTransposed>
-__device__ void warp_mma(float* c, int ldc, bool accumulate, const bf16* a, int lda, const bf16* b, int ldb,
-                         int k_begin, int k_end) {
-  using BLayout = typename std::conditional<BTransposed, wmma::col_major, wmma::row_major>::type;
-  wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float> acc;
-  if (accumulate)
-    wmma::load_matrix_sync(acc, c, ldc, wmma::mem_row_major);
-  else
-    wmma::fill_fragment(acc, 0.0f);
-  for (int k = k_begin; k < k_end; k += kFrag) {
-    wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, bf16, wmma::row_major> fa;
-    wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, bf16, BLayout> fb;
-    wmma::load_matrix_sync(fa, a + k, lda);
-    wmma::load_matrix_sync(fb, BTransposed ? b + k : b + int64_t(k) * ldb, ldb);
-    wmma::mma_sync(acc, fa, fb, acc);
-  }
-  wmma::store_matrix_sync(c, acc, ldc, wmma::mem_row_major);
-}
-
 // One warp: the 16 x (16 n_tiles) strip out (row stride ldo) = A B^T, A 16 rows of HD at a, B's rows
-// (n_tiles 16 of them) at b: scores of 16 rows against 16 n_tiles rows.
+// (n_tiles 16 of them) at b: scores of 16 rows against 16 n_tiles rows. A's fragments are loaded once
+// for all n_tiles products (each product's k order is warp_mma's).
 template <int HD>
 __device__ void warp_scores(float* out, int ldo, const bf16* a, const bf16* b, int n_tiles) {
-  constexpr int ld = TileShapes<HD>::kLdOperand;
-  for (int n = 0; n < n_tiles; ++n) warp_mma<true>(out + n * kFrag, ldo, false, a, ld, b + n * kFrag * ld, ld, 0, HD);
+  constexpr int ld = TileShapes<HD>::kLdOperand, kSteps = HD / kFrag;
+  wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, bf16, wmma::row_major> fa[kSteps];
+#pragma unroll
+  for (int k = 0; k < kSteps; ++k) wmma::load_matrix_sync(fa[k], a + k * kFrag, ld);
+  for (int n = 0; n < n_tiles; ++n) {
+    const bf16* bn = b + n * kFrag * ld;
+    wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float> acc;
+    wmma::fill_fragment(acc, 0.0f);
+#pragma unroll
+    for (int k = 0; k < kSteps; ++k) {
+      wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, bf16, wmma::col_major> fb;
+      wmma::load_matrix_sync(fb, bn + k * kFrag, ld);
+      wmma::mma_sync(acc, fa[k], fb, acc);
+    }
+    wmma::store_matrix_sync(out + n * kFrag, acc, ldo, wmma::mem_row_major);
+  }
 }
 
-// One warp: the 16 x HD strip acc (fp32, row stride kLdAccum) += P B, P 16 rows of bf16 (row stride
-// kLdProbs) over the columns [k_begin, k_end), B a row-major operand tile (kTile rows of HD).
+using AccumFragment = wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float>;
+using ProbsFragment = wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, bf16, wmma::row_major>;
+constexpr int kMaxSteps = kTile / kFrag;  // 16-wide steps of a product over one tile's keys or queries
+
+// A warp's 16 x HD accumulator held in registers, HD / 16 fragments (dK, dV, dQ: sums without rescaling).
+template <int HD>
+struct AccumStrip {
+  AccumFragment f[HD / kFrag];
+  __device__ void zero() {
+#pragma unroll
+    for (int n = 0; n < HD / kFrag; ++n) wmma::fill_fragment(f[n], 0.0f);
+  }
+};
+
+// The fragments of P's 16 rows (row stride kLdProbs) over the columns [k_begin, k_begin + 16 steps).
+__device__ void load_probs(ProbsFragment (&fp)[kMaxSteps], const bf16* p, int ldp, int k_begin, int steps) {
+#pragma unroll
+  for (int k = 0; k < kMaxSteps; ++k)
+    if (k < steps) wmma::load_matrix_sync(fp[k], p + k_begin + k * kFrag, ldp);
+}
+
+// sum += P B over `steps` 16-wide steps from k_begin, for output column tile n; B a row-major operand
+// tile (kTile rows of HD). The k order is fixed: ascending.
+template <int HD>
+__device__ void accumulate_tile(AccumFragment& sum, const ProbsFragment (&fp)[kMaxSteps], const bf16* b, int n,
+                                int k_begin, int steps) {
+  constexpr int ld = TileShapes<HD>::kLdOperand;
+#pragma unroll
+  for (int k = 0; k < kMaxSteps; ++k) {
+    if (k >= steps) break;
+    wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, bf16, wmma::row_major> fb;
+    wmma::load_matrix_sync(fb, b + int64_t(k_begin + k * kFrag) * ld + n * kFrag, ld);
+    wmma::mma_sync(sum, fp[k], fb, sum);
+  }
+}
+
+// One warp: the 16 x HD strip acc (fp32 in shared memory, row stride kLdAccum) += P B, P 16 rows of bf16
+// (row stride kLdProbs) over the columns [k_begin, k_end) (multiples of 16). The forward's accumulator
+// lives in shared memory because its rows are rescaled between key tiles.
 template <int HD>
 __device__ void warp_accumulate(float* acc, const bf16* p, const bf16* b, int k_begin, int k_end) {
   using S = TileShapes<HD>;
-  for (int n = 0; n < HD / kFrag; ++n)
-    warp_mma<false>(acc + n * kFrag, S::kLdAccum, true, p, S::kLdProbs, b + n * kFrag, S::kLdOperand, k_begin, k_end);
+  const int steps = (k_end - k_begin) / kFrag;
+  ProbsFragment fp[kMaxSteps];
+  load_probs(fp, p, S::kLdProbs, k_begin, steps);
+  for (int n = 0; n < HD / kFrag; ++n) {
+    AccumFragment sum;
+    wmma::load_matrix_sync(sum, acc + n * kFrag, S::kLdAccum, wmma::mem_row_major);
+    accumulate_tile<HD>(sum, fp, b, n, k_begin, steps);
+    wmma::store_matrix_sync(acc + n * kFrag, sum, S::kLdAccum, wmma::mem_row_major);
+  }
+}
+
+// The same into a strip held in registers (the same products in the same order: the same bits).
+template <int HD>
+__device__ void warp_accumulate(AccumStrip<HD>& strip, const bf16* p, const bf16* b, int k_begin, int k_end) {
+  const int steps = (k_end - k_begin) / kFrag;
+  ProbsFragment fp[kMaxSteps];
+  load_probs(fp, p, TileShapes<HD>::kLdProbs, k_begin, steps);
+#pragma unroll
+  for (int n = 0; n < HD / kFrag; ++n) accumulate_tile<HD>(strip.f[n], fp, b, n, k_begin, steps);
+}
+
+// One warp: dst[r * ld + d] += strip[r][d] * scale for its 16 rows r < rows (rows past T are not
+// written), each fragment passed through the warp's 16 x 16 staging area of shared memory (row stride
+// ldst); each element has one writer.
+template <int HD>
+__device__ void warp_add_strip(float* dst, int64_t ld, int rows, const AccumStrip<HD>& strip, float scale,
+                               float* staging, int ldst) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int n = 0; n < HD / kFrag; ++n) {
+    wmma::store_matrix_sync(staging, strip.f[n], ldst, wmma::mem_row_major);
+    __syncwarp();
+    for (int idx = lane; idx < kFrag * kFrag; idx += 32) {
+      const int r = idx / kFrag, c = idx % kFrag;
+      if (r < rows) dst[r * ld + n * kFrag + c] += staging[r * ldst + c] * scale;
+    }
+    __syncwarp();
+  }
 }
 
 // 16-key sub-tiles of the key tile at k0 that some of the warp's query rows [first_row, first_row + 16)
@@ -166,7 +261,8 @@ __device__ int visible_subtiles(int first_row, int k0) {
 // grid (B*NH, ceil(T/kTile)), kThreads threads.
 template <int HD>
 __global__ void __launch_bounds__(kThreads)
-    attention_forward_tc_kernel(float* out, float* lse, const float* qkv, int T, int NH, int KVH, float scale) {
+    attention_forward_tc_kernel(float* out, float* lse, const float* qkv, int T, int NH, int KVH, float scale,
+                                bool vec) {
   using S = TileShapes<HD>;
   TRIDENT_TC_SHARED(shared);
   SharedCursor cursor{shared};
@@ -189,7 +285,7 @@ __global__ void __launch_bounds__(kThreads)
   const int row = r0 + lane / 2, half = lane % 2;  // two lanes per row, half the columns each
   const int t = q0 + row;                    // the row's query (>= T: padding, never written)
 
-  load_rounded_tile<HD>(qs, qkv + int64_t(b) * T * RS + int64_t(h) * HD, RS, q0, T);
+  load_rounded_tile<HD>(qs, qkv + int64_t(b) * T * RS + int64_t(h) * HD, RS, q0, T, vec);
   fill_shared(acc, kTile * S::kLdAccum, 0.0f);
   fill_shared(row_max, kTile, -INFINITY);
   fill_shared(row_sum, kTile, 0.0f);
@@ -197,8 +293,8 @@ __global__ void __launch_bounds__(kThreads)
   const int kend = min(q0 + kTile, T);
   for (int k0 = 0; k0 < kend; k0 += kTile) {
     __syncthreads();  // everyone is done with the previous K and V tiles (and the set-up is visible)
-    load_rounded_tile<HD>(ks, kbase, RS, k0, T);
-    load_rounded_tile<HD>(vs, kbase + int64_t(KVH) * HD, RS, k0, T);
+    load_rounded_tile<HD>(ks, kbase, RS, k0, T, vec);
+    load_rounded_tile<HD>(vs, kbase + int64_t(KVH) * HD, RS, k0, T, vec);
     __syncthreads();
 
     const int n_tiles = visible_subtiles(q0 + r0, k0);  // uniform over the warp
@@ -272,7 +368,7 @@ __global__ void attention_row_dot_bf16_kernel(float* D, const float* dout, const
 template <int HD>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_kv_tc_kernel(float* dqkv, const float* dout, const float* qkv, const float* lse,
-                                    const float* D, int T, int NH, int KVH, float scale) {
+                                    const float* D, int T, int NH, int KVH, float scale, bool vec) {
   using S = TileShapes<HD>;
   TRIDENT_TC_SHARED(shared);
   SharedCursor cursor{shared};
@@ -284,8 +380,6 @@ __global__ void __launch_bounds__(kThreads)
   float* dpt = cursor.take<float>(S::kScoresBytes);  // dP^T
   bf16* pt = cursor.take<bf16>(S::kProbsBytes);      // bf16(P^T)
   bf16* dst = cursor.take<bf16>(S::kProbsBytes);     // bf16(dS^T)
-  float* dk = cursor.take<float>(S::kAccumBytes);
-  float* dv = cursor.take<float>(S::kAccumBytes);
   float* lse_s = cursor.take<float>(S::kRowBytes);
   float* D_s = cursor.take<float>(S::kRowBytes);
 
@@ -299,17 +393,18 @@ __global__ void __launch_bounds__(kThreads)
   const int row = r0 + lane / 2, half = lane % 2;
   const int j = j0 + row;  // the row's key (>= T: padding, never written)
 
-  load_rounded_tile<HD>(ks, kbase, RS, j0, T);
-  load_rounded_tile<HD>(vs, kbase + int64_t(KVH) * HD, RS, j0, T);
-  fill_shared(dk, kTile * S::kLdAccum, 0.0f);
-  fill_shared(dv, kTile * S::kLdAccum, 0.0f);
+  load_rounded_tile<HD>(ks, kbase, RS, j0, T, vec);
+  load_rounded_tile<HD>(vs, kbase + int64_t(KVH) * HD, RS, j0, T, vec);
+  AccumStrip<HD> dk, dv;  // the warp's keys' gradients
+  dk.zero();
+  dv.zero();
 
   for (int h = kvh * group; h < (kvh + 1) * group; ++h) {  // the group's query heads, ascending
     const int64_t bh = int64_t(b) * NH + h;
     for (int i0 = j0; i0 < T; i0 += kTile) {  // query tiles from the diagonal on
       __syncthreads();
-      load_rounded_tile<HD>(qs, qkv + int64_t(b) * T * RS + int64_t(h) * HD, RS, i0, T);
-      load_rounded_tile<HD>(dos, dout + int64_t(b) * T * C + int64_t(h) * HD, C, i0, T);
+      load_rounded_tile<HD>(qs, qkv + int64_t(b) * T * RS + int64_t(h) * HD, RS, i0, T, vec);
+      load_rounded_tile<HD>(dos, dout + int64_t(b) * T * C + int64_t(h) * HD, C, i0, T, vec);
       load_row_statistic(lse_s, lse + bh * T, i0, T);
       load_row_statistic(D_s, D + bh * T, i0, T);
       __syncthreads();
@@ -337,26 +432,25 @@ __global__ void __launch_bounds__(kThreads)
       }
       __syncwarp();
 
-      warp_accumulate<HD>(dv + r0 * S::kLdAccum, pt + r0 * S::kLdProbs, dos, n_first * kFrag, kTile);
-      warp_accumulate<HD>(dk + r0 * S::kLdAccum, dst + r0 * S::kLdProbs, qs, n_first * kFrag, kTile);
+      warp_accumulate<HD>(dv, pt + r0 * S::kLdProbs, dos, n_first * kFrag, kTile);
+      warp_accumulate<HD>(dk, dst + r0 * S::kLdProbs, qs, n_first * kFrag, kTile);
     }
   }
   __syncwarp();
 
-  for (int idx = lane; idx < kFrag * HD; idx += 32) {  // the warp's keys, coalesced along d
-    const int r = r0 + idx / HD, d = idx % HD, jr = j0 + r;
-    if (jr >= T) continue;
-    float* dkrow = dqkv + (int64_t(b) * T + jr) * RS + int64_t(NH + kvh) * HD;
-    dkrow[d] += dk[r * S::kLdAccum + d] * scale;
-    dkrow[int64_t(KVH) * HD + d] += dv[r * S::kLdAccum + d];
-  }
+  // Staged through the warp's own rows of S^T, which no other warp touches.
+  const int rows = min(kFrag, T - (j0 + r0));
+  if (rows <= 0) return;  // the warp's keys are all padding
+  float* dk_rows = dqkv + (int64_t(b) * T + j0 + r0) * RS + int64_t(NH + kvh) * HD;
+  warp_add_strip<HD>(dk_rows, RS, rows, dk, scale, st + r0 * S::kLdScores, S::kLdScores);
+  warp_add_strip<HD>(dk_rows + int64_t(KVH) * HD, RS, rows, dv, 1.0f, st + r0 * S::kLdScores, S::kLdScores);
 }
 
 // grid (B*NH, ceil(T/kTile)), kThreads threads. The block's query rows [q0, q0 + kTile) of head h.
 template <int HD>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_q_tc_kernel(float* dqkv, const float* dout, const float* qkv, const float* lse,
-                                   const float* D, int T, int NH, int KVH, float scale) {
+                                   const float* D, int T, int NH, int KVH, float scale, bool vec) {
   using S = TileShapes<HD>;
   TRIDENT_TC_SHARED(shared);
   SharedCursor cursor{shared};
@@ -367,7 +461,6 @@ __global__ void __launch_bounds__(kThreads)
   float* scores = cursor.take<float>(S::kScoresBytes);
   float* dps = cursor.take<float>(S::kScoresBytes);
   bf16* dss = cursor.take<bf16>(S::kProbsBytes);
-  float* dq = cursor.take<float>(S::kAccumBytes);
   float* lse_s = cursor.take<float>(S::kRowBytes);
   float* D_s = cursor.take<float>(S::kRowBytes);
 
@@ -381,17 +474,18 @@ __global__ void __launch_bounds__(kThreads)
   const int row = r0 + lane / 2, half = lane % 2;
   const int i = q0 + row;  // the row's query (>= T: padding, never written)
 
-  load_rounded_tile<HD>(qs, qkv + int64_t(b) * T * RS + int64_t(h) * HD, RS, q0, T);
-  load_rounded_tile<HD>(dos, dout + int64_t(b) * T * C + int64_t(h) * HD, C, q0, T);
+  load_rounded_tile<HD>(qs, qkv + int64_t(b) * T * RS + int64_t(h) * HD, RS, q0, T, vec);
+  load_rounded_tile<HD>(dos, dout + int64_t(b) * T * C + int64_t(h) * HD, C, q0, T, vec);
   load_row_statistic(lse_s, lse + int64_t(bh) * T, q0, T);
   load_row_statistic(D_s, D + int64_t(bh) * T, q0, T);
-  fill_shared(dq, kTile * S::kLdAccum, 0.0f);
+  AccumStrip<HD> dq;  // the warp's rows' gradient
+  dq.zero();
 
   const int kend = min(q0 + kTile, T);
   for (int k0 = 0; k0 < kend; k0 += kTile) {
     __syncthreads();
-    load_rounded_tile<HD>(ks, kbase, RS, k0, T);
-    load_rounded_tile<HD>(vs, kbase + int64_t(KVH) * HD, RS, k0, T);
+    load_rounded_tile<HD>(ks, kbase, RS, k0, T, vec);
+    load_rounded_tile<HD>(vs, kbase + int64_t(KVH) * HD, RS, k0, T, vec);
     __syncthreads();
 
     const int n_tiles = visible_subtiles(q0 + r0, k0);
@@ -409,17 +503,22 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncwarp();
 
-    warp_accumulate<HD>(dq + r0 * S::kLdAccum, dss + r0 * S::kLdProbs, ks, 0, n_tiles * kFrag);
+    warp_accumulate<HD>(dq, dss + r0 * S::kLdProbs, ks, 0, n_tiles * kFrag);
   }
   __syncwarp();
 
-  for (int idx = lane; idx < kFrag * HD; idx += 32) {
-    const int r = r0 + idx / HD, d = idx % HD, ir = q0 + r;
-    if (ir < T) dqkv[(int64_t(b) * T + ir) * RS + int64_t(h) * HD + d] += dq[r * S::kLdAccum + d] * scale;
-  }
+  // Staged through the warp's own rows of S.
+  const int rows = min(kFrag, T - (q0 + r0));
+  if (rows <= 0) return;  // the warp's rows are all padding
+  warp_add_strip<HD>(dqkv + (int64_t(b) * T + q0 + r0) * RS + int64_t(h) * HD, RS, rows, dq, scale,
+                     scores + r0 * S::kLdScores, S::kLdScores);
 }
 
 float attention_scale(int64_t HD) { return float(1.0 / std::sqrt(double(HD))); }
+
+// Whether an operand's tiles can be loaded as 16-byte vectors: with its base 16-byte aligned, every row
+// start (base + t * stride + head * HD; HD and the strides are multiples of 64) is.
+bool aligned16(const float* p) { return (reinterpret_cast<uintptr_t>(p) % 16) == 0; }
 
 void check_tc_shape(const char* op, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD) {
   check_attention_heads(op, NH, KVH);
@@ -441,7 +540,7 @@ void forward_tc(cudaStream_t stream, float* out, float* lse, const float* qkv, i
                 int64_t KVH) {
   const dim3 grid(unsigned(B * NH), unsigned(ceil_div(T, kTile)));
   launch_with_shared(attention_forward_tc_kernel<HD>, grid, TileShapes<HD>::kForwardBytes, stream, out, lse, qkv,
-                     int(T), int(NH), int(KVH), attention_scale(HD));
+                     int(T), int(NH), int(KVH), attention_scale(HD), aligned16(qkv));
 }
 
 template <int HD>
@@ -449,12 +548,13 @@ void backward_tc(cudaStream_t stream, float* dqkv, const float* dout, const floa
                  const float* D, int64_t B, int64_t T, int64_t NH, int64_t KVH) {
   const unsigned tiles = unsigned(ceil_div(T, kTile));
   const float scale = attention_scale(HD);
+  const bool vec = aligned16(qkv) && aligned16(dout);
   launch_with_shared(attention_backward_kv_tc_kernel<HD>, dim3(unsigned(B * KVH), tiles),
                      TileShapes<HD>::kBackwardKvBytes, stream, dqkv, dout, qkv, lse, D, int(T), int(NH), int(KVH),
-                     scale);
+                     scale, vec);
   launch_with_shared(attention_backward_q_tc_kernel<HD>, dim3(unsigned(B * NH), tiles),
                      TileShapes<HD>::kBackwardQBytes, stream, dqkv, dout, qkv, lse, D, int(T), int(NH), int(KVH),
-                     scale);
+                     scale, vec);
 }
 
 }  // namespace

@@ -282,6 +282,39 @@ TEST_P(AttentionBf16Test, RerunsAreBitIdenticalAndBackwardAccumulates) {
   EXPECT_GT(max_abs(to_double(alone)), 1e-2);
 }
 
+// The CUDA kernels load their tiles as 16-byte vectors when qkv and dout are 16-byte aligned and one
+// float at a time otherwise (cuda/attention_tc.cu): operands one float past an aligned address take the
+// other path and must give the same bits, forward and backward (HD 64 and 128, T past a tile).
+TEST_P(AttentionBf16Test, OperandsOffTheVectorAlignmentGiveTheSameBits) {
+  k->set_matmul_precision(MatmulPrecision::BF16);
+  for (const Shape& s : {kShapes[2], kShapes[4]}) {
+    SCOPED_TRACE(s.name());
+    const Inputs in = inputs(s, 57);
+    auto forward_backward = [&](int64_t offset) {
+      auto placed = [&](Buf& buf, const VecF& host) {
+        k->copy_to_device(buf.get() + offset, host.data(), int64_t(host.size()));
+        return buf.get() + offset;
+      };
+      Buf qkv_buf(*k, int64_t(in.qkv.size()) + 1), dout_buf(*k, int64_t(in.dout.size()) + 1);
+      Buf dqkv_buf(*k, int64_t(in.init.size()) + 1), out(*k, s.B * s.T * s.C()), lse(*k, s.B * s.NH * s.T);
+      const float* qkv = placed(qkv_buf, in.qkv);
+      const float* dout = placed(dout_buf, in.dout);
+      float* dqkv = placed(dqkv_buf, in.init);
+      k->attention_forward(out.get(), lse.get(), qkv, s.B, s.T, s.NH, s.KVH, s.HD);
+      k->attention_backward(dqkv, dout, qkv, out.get(), lse.get(), s.B, s.T, s.NH, s.KVH, s.HD);
+      VecF all = out.host(), l = lse.host(), d(in.init.size());
+      k->fence();
+      k->copy_to_host(d.data(), dqkv, int64_t(d.size()));
+      all.insert(all.end(), l.begin(), l.end());
+      all.insert(all.end(), d.begin(), d.end());
+      return all;
+    };
+    const VecF aligned = forward_backward(0), shifted = forward_backward(1);
+    EXPECT_TRUE(same_bits(shifted, aligned));
+    EXPECT_GT(max_abs(to_double(aligned)), 1e-2);
+  }
+}
+
 // Head sizes other than 64 and 128 stay fp32 under BF16, and FP32 after BF16 gives the fp32 bits.
 TEST_P(AttentionBf16Test, OtherHeadSizesAndFp32AreUnrounded) {
   for (const Shape& s : {Shape{1, 70, 4, 2, 48}, Shape{1, 70, 2, 1, 64}}) {
