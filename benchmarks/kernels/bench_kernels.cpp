@@ -7,9 +7,9 @@
 #include <Kokkos_Core.hpp>
 #include <cstdint>
 #include <memory>
-#include <random>
 #include <vector>
 
+#include "common/device_buffers.hpp"
 #include "core/blas_runtime.hpp"
 #include "kernels.hpp"
 #include "train/stop_signals.hpp"
@@ -22,41 +22,12 @@ constexpr int64_t kBlockParams = 12 * C * C + 13 * C;
 
 trident::Kernels* K = nullptr;
 
-// A backend buffer filled with uniform(lo, hi) values.
-class Buf {
- public:
-  explicit Buf(int64_t n, float lo = -1.0f, float hi = 1.0f, uint32_t seed = 1) : n_(n), p_(K->alloc(n)) {
-    if (lo == 0.0f && hi == 0.0f) return;
-    std::vector<float> h(n);
-    std::mt19937 gen(seed);
-    std::uniform_real_distribution<float> d(lo, hi);
-    for (auto& x : h) x = d(gen);
-    K->copy_to_device(p_, h.data(), n);
-  }
-  ~Buf() { K->free(p_); }
-  Buf(const Buf&) = delete;
-  Buf& operator=(const Buf&) = delete;
-  float* get() const { return p_; }
-
- private:
-  int64_t n_;
-  float* p_;
+// The shared backend buffers (common/device_buffers.hpp) on this program's backend.
+struct Buf : trident::bench::DeviceBuf {
+  explicit Buf(int64_t n, float lo = -1.0f, float hi = 1.0f, uint32_t seed = 1) : DeviceBuf(*K, n, lo, hi, seed) {}
 };
-
-class Tokens {
- public:
-  explicit Tokens(int64_t n, int32_t vocab) : p_(K->alloc_int(n)) {
-    std::vector<int32_t> h(n);
-    std::mt19937 gen(7);
-    std::uniform_int_distribution<int32_t> d(0, vocab - 1);
-    for (auto& x : h) x = d(gen);
-    K->copy_to_device_int(p_, h.data(), n);
-  }
-  ~Tokens() { K->free(p_); }
-  int32_t* get() const { return p_; }
-
- private:
-  int32_t* p_;
+struct Tokens : trident::bench::DeviceTokens {
+  Tokens(int64_t n, int32_t vocab) : DeviceTokens(*K, n, vocab) {}
 };
 
 void flops(benchmark::State& s, double per_iter) {
