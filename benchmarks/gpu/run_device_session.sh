@@ -1,36 +1,84 @@
 #!/usr/bin/env bash
-# One GPU-machine session in one command: build with the CUDA backend, run `ctest -L gpu`, then the
-# training-step benchmarks (GPT-2 124M against PyTorch on the same GPU, and the Llama shape).
-#   LOG_DIR=$OUT bash benchmarks/gpu/run_device_session.sh
-# Needs .device-deps staged beside the checkout (../shared/notes/gpu/README.md). Every phase has its own
-# time limit so that a hang in one still returns the logs of the others. Logs and RESULT lines go to
-# LOG_DIR; the exit status is the build-and-test status.
+# Everything #26 needs from a lent GPU, in one call of the GPU machine (about 15 minutes of device time a
+# session, one 600 s command):
+#   LOG_DIR=$OUT bash benchmarks/gpu/run_device_session.sh          (carry [".device-deps"])
+# Staged here first, from the checkout root:
+#   bash benchmarks/gpu/stage_device_deps.sh     trident's Debian 12 packages (.device-deps)
+#   bash benchmarks/gpu/stage_llmc.sh            llm.c's sources for the comparison
+#   bash benchmarks/gpu/stage_autocast.sh BUILD  the accuracy run's token shard (optional)
+# Phases, each under its own limit so that a hang leaves the others' results:
+#   compare   benchmarks/gpu/compare_bf16.sh with DEVICE_TESTS=gpu: the build, `ctest -L gpu`, then
+#             trident, llm.c and PyTorch at GPT-2 124M and 774M in bf16 (one table, compare_bf16.md)
+#   kernels   benchmarks/gpu/run_cuda_kernels.sh at 124M: every CUDA op's time and the step they add up
+#             to, to set beside the measured step (the machine has no profiler)
+#   autocast  (when .device-deps/precision/ holds the shard) #26's PyTorch CPU bf16 autocast run,
+#             started first, in the background, niced, on AUTOCAST_THREADS (8) of the 16 cores, stopped at
+#             the end of the call if not done; its per-step losses come back either way
+#             (benchmarks/precision/records/README.md says how they are compared)
+# At most 8 files come back from the machine, so LOG_DIR gets session.tgz (every log), summary.txt (each
+# phase's status and seconds, and the lines that matter), and the main tables as they are.
+# TOTAL_S (default 560) bounds the whole command; COMPARE_S (default 400) the compare phase.
 set -u
-logs=${LOG_DIR:?LOG_DIR: a folder whose files come back}
-build=build-cuda-device
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$logs/device.txt"
-git log -1 --format='commit %h %s' 2>/dev/null | tee -a "$logs/device.txt"
-timeout "${TEST_LIMIT_S:-330}" env LOG_DIR="$logs" DEVICE_TESTS=gpu \
-  bash .device-deps/device-build.sh "$build" -j8 --timeout 240
-status=$?
-echo "run_device_session: build and ctest -L gpu rc=$status"
-[ -x "$build/trident" ] || exit "$status"
-# shellcheck source=/dev/null
-source .device-deps/device-env.sh >/dev/null
-# MATMULS: the train.matmul_precision values to run at fp32 (default fp32); PRECISIONS: further
-# train.precision values (bf16: against PyTorch's bf16 autocast); COMPILE=0 leaves out torch.compile.
-for matmul in ${MATMULS:-fp32}; do
-  MATMUL=$matmul STEPS=12 timeout 200 bash benchmarks/gpu/run_step_vs_pytorch.sh "$build" fp32 12:768:12:8 \
-    | tee -a "$logs/step-gpt2.txt"
-done
-for precision in ${PRECISIONS:-}; do
-  STEPS=12 timeout 200 bash benchmarks/gpu/run_step_vs_pytorch.sh "$build" "$precision" 12:768:12:8 \
-    | tee -a "$logs/step-gpt2.txt"
-done
-timeout 90 "$build/trident" train benchmarks/model/llama-124m-bench.toml --set model.seq_len=1024 \
-  --set train.micro_batch=8 --set train.global_batch=8 --set runtime.backend=cuda \
-  --set train.matmul_precision="${LLAMA_MATMUL:-fp32}" \
-  --set runtime.log_every=4 --set runtime.metrics="$logs/step-llama.jsonl" >"$logs/step-llama.log" 2>&1
-echo "run_device_session: llama step rc=$? (log: $logs/step-llama.log)"
-tail -3 "$logs/step-llama.log"
-exit "$status"
+out=${LOG_DIR:?LOG_DIR: a folder whose files come back}
+total=${TOTAL_S:-560}
+work=$(mktemp -d "${TMPDIR:-/tmp}/device-session-XXXXXX")
+here=$(cd "$(dirname "$0")" && pwd)
+summary=$work/summary.txt
+start=$SECONDS
+say() { echo "run_device_session: $*" | tee -a "$summary"; }
+left() { echo $((total - 20 - (SECONDS - start))); }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$work/device.txt" >>"$summary"
+echo "commit $(git log -1 --format='%h %s' 2>/dev/null | cut -c1-100)" | tee -a "$summary"
+
+autocast_pid=""
+shard=.device-deps/precision/fortunes_train_000000.bin
+if [ -f "$shard" ]; then
+  (
+    # shellcheck source=/dev/null
+    source .device-deps/device-env.sh >/dev/null  # /usr/bin/python3 finds the venv's torch and numpy
+    SHARD=$shard PYTORCH_ONLY=1 INIT=gpt2 KEEP="$work/autocast" TORCH_THREADS=${AUTOCAST_THREADS:-8} \
+      PYTHON=${PYTHON:-/opt/torch/.venv/bin/python3} \
+      exec nice -n 19 bash benchmarks/precision/bf16_vs_pytorch_autocast.sh none 300
+  ) >"$work/autocast.out" 2>&1 &
+  autocast_pid=$!
+  say "autocast: started (pid $autocast_pid)"
+else
+  say "autocast: no $shard (benchmarks/gpu/stage_autocast.sh): not run"
+fi
+
+t0=$SECONDS
+LOG_DIR="$work/compare" DEVICE_TESTS=gpu TOTAL_S=$(( ${COMPARE_S:-400} < $(left) ? ${COMPARE_S:-400} : $(left) )) \
+  bash "$here/compare_bf16.sh" >"$work/compare.out" 2>&1
+say "compare: rc=$? in $((SECONDS - t0)) s"
+grep -E "^compare_bf16:|tests passed|\*\*\*Failed|summary:" "$work/compare.out" >>"$summary"
+
+t0=$SECONDS
+limit=$(left)
+if [ "$limit" -gt 30 ]; then
+  LOG_DIR="$work/kernels" SHAPES=124m STEP=0 ITERATIONS=${ITERATIONS:-20} \
+    timeout -k 5 "$limit" bash "$here/run_cuda_kernels.sh" >"$work/kernels.out" 2>&1
+  say "kernels: rc=$? in $((SECONDS - t0)) s (limit $limit s)"
+  sed -n '/^Step model/,$p' "$work/kernels/cuda-kernels-124m.txt" 2>/dev/null >>"$summary"
+else
+  say "kernels: not run ($limit s left)"
+fi
+
+if [ -n "$autocast_pid" ]; then
+  if kill -0 "$autocast_pid" 2>/dev/null; then
+    # Stopping PyTorch (the script's child) ends the script through its error exit, whose trap copies
+    # the run's files, the per-step losses so far among them, to KEEP.
+    pkill -TERM -P "$autocast_pid" 2>/dev/null
+    say "autocast: stopped unfinished"
+  fi
+  wait "$autocast_pid" 2>/dev/null
+  cat "$work/autocast.out" >>"$summary"
+  steps=$(grep -c . "$work/autocast/pytorch.jsonl" 2>/dev/null || echo 0)
+  say "autocast: $steps of 300 steps logged in $work/autocast"
+fi
+
+cp "$work/compare/compare_bf16.md" "$work/kernels/cuda-kernels-124m.txt" "$out"/ 2>/dev/null
+cp "$work/autocast/pytorch.jsonl" "$out"/autocast-pytorch.jsonl 2>/dev/null
+say "done in $((SECONDS - start)) s"
+cp "$summary" "$out"/
+tar czf "$out/session.tgz" -C "$work" . 2>/dev/null

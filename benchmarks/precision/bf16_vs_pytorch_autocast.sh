@@ -21,6 +21,12 @@
 # train.bf16_parameters = false (fp32 parameters, autocast's way).
 # INIT=gpt2 starts both from GPT-2's initialisation (`make-weights --init gpt2`: N(0, 0.02), biases 0,
 # LayerNorm weights 1) instead of the reference checks' weights (sharp attention, noisy norms and biases).
+# PYTORCH_ONLY=1 runs the PyTorch side alone, for a machine whose CPU has bf16 instructions but no trident
+# build (the GPU machine: run_device_session.sh): SHARD=FILE gives the token shard (the fortunes package is
+# not there), TORCH_THREADS its threads (default 1), PYTHON the interpreter with torch; KEEP gets
+# pytorch.json, pytorch.jsonl (a line per step, as it ends: a run stopped early keeps its steps) and the
+# initial weights' sha256 (make-weights draws them with numpy's PCG64: compare it with this machine's).
+# Compare with trident's runs here: compare_losses.py TRIDENT.jsonl KEEP/pytorch.json.
 set -euo pipefail
 build=${1:-build}
 key=${KEY:-train.precision}
@@ -29,9 +35,15 @@ here=$(cd "$(dirname "$0")" && pwd)
 reference="$here/../../tests/reference/gpt2_reference.py"
 tmp=$(mktemp -d)
 trap '[ -n "${KEEP:-}" ] && mkdir -p "$KEEP" && cp "$tmp"/*.json* "$tmp"/*.log "$KEEP"/; rm -rf "$tmp"' EXIT
-. "$here/token_stream.sh"
-prepare_token_stream "$build" "$tmp" || exit 2
-/usr/bin/python3 "$reference" make-weights --out "$tmp/init.safetensors" --vocab 50257 --seq 256 --layers 6 \
+python=${PYTHON:-/usr/bin/python3}
+if [ -n "${SHARD:-}" ]; then
+  token_shard=$SHARD
+  [ -f "$token_shard" ] || { echo "bf16_vs_pytorch_autocast: SHARD $token_shard: no such file" >&2; exit 2; }
+else
+  . "$here/token_stream.sh"
+  prepare_token_stream "$build" "$tmp" || exit 2
+fi
+"$python" "$reference" make-weights --out "$tmp/init.safetensors" --vocab 50257 --seq 256 --layers 6 \
   --hidden 384 --heads 6 --seed 26 --init "${INIT:-test}" >/dev/null
 
 lr=6e-4 min_lr=6e-5 warmup=30
@@ -47,14 +59,26 @@ trident_run() {  # NAME --set ...: trident's run of this shape, data and optimiz
     --set data.path="$token_shard" --set data.val_path="" --set checkpoint.dir="" \
     --set runtime.log_every=50 --set runtime.metrics="$tmp/$name.jsonl" "$@" >"$tmp/$name.log" 2>&1
 }
+# PyTorch's run under CPU bf16 autocast with $1 threads: pytorch.json at the end, pytorch.jsonl as it goes.
+pytorch_autocast() {
+  OMP_NUM_THREADS=$1 "$python" "$reference" train --weights "$tmp/init.safetensors" --data "$token_shard" \
+    --heads 6 --steps "$steps" --global-batch 2 --micro-batch 2 --lr $lr --min-lr $min_lr --warmup $warmup \
+    --schedule cosine --weight-decay 0.1 --beta1 0.9 --beta2 0.95 --eps 1e-8 --grad-clip 1.0 \
+    --dtype float32 --autocast bf16 ${BF16_PARAMS:+--bf16-params} --json "$tmp/pytorch.json" \
+    --progress "$tmp/pytorch.jsonl" >/dev/null 2>"$tmp/pytorch.log"
+}
+if [ "${PYTORCH_ONLY:-0}" = 1 ]; then
+  sha256sum "$tmp/init.safetensors" | cut -d' ' -f1 >"$tmp/init.sha256.log"
+  { grep -m1 "model name" /proc/cpuinfo; echo "bf16 instructions: $(grep -o -w 'avx512_bf16\|amx_bf16' /proc/cpuinfo \
+    | sort -u | tr '\n' ' ')"; } >"$tmp/cpu.log"
+  echo "bf16_vs_pytorch_autocast: initial weights sha256 $(cat "$tmp/init.sha256.log"); $(tr '\n' ';' <"$tmp/cpu.log")"
+  pytorch_autocast "${TORCH_THREADS:-1}"
+  exit
+fi
 (trident_run trident --set "$key"=bf16 ${TRIDENT_FP32_PARAMETERS:+--set train.bf16_parameters=false} &&
   trident_run trident_fp32 --set train.precision=fp32) &
 trident_pid=$!
-OMP_NUM_THREADS=1 /usr/bin/python3 "$reference" train --weights "$tmp/init.safetensors" --data "$token_shard" \
-  --heads 6 --steps "$steps" --global-batch 2 --micro-batch 2 --lr $lr --min-lr $min_lr --warmup $warmup \
-  --schedule cosine --weight-decay 0.1 --beta1 0.9 --beta2 0.95 --eps 1e-8 --grad-clip 1.0 \
-  --dtype float32 --autocast bf16 ${BF16_PARAMS:+--bf16-params} --json "$tmp/pytorch.json" >/dev/null \
-  2>"$tmp/pytorch.log"
+pytorch_autocast 1
 wait "$trident_pid" || { echo "trident failed:" >&2; tail -5 "$tmp"/trident*.log >&2; exit 2; }
 
 compare() { /usr/bin/python3 "$here/compare_losses.py" "$@"; }

@@ -532,6 +532,7 @@ def train_model(P, T, forward_fn, a):
     autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if a.autocast == "bf16"
                 else contextlib.nullcontext())
     masters = {k: p.detach().clone() for k, p in P.items()} if a.bf16_params else None
+    progress = open(a.progress, "w") if a.progress else None
     for step in range(1, (a.stop_after or a.steps) + 1):
         lr = learning_rate(step, a)
         for g in opt.param_groups:
@@ -564,6 +565,9 @@ def train_model(P, T, forward_fn, a):
                     masters[k].copy_(p)
         history.append({"step": step, "lr": lr, "loss": loss_sum / positions, "grad_norm": norm,
                         "clipped": bool(a.grad_clip > 0 and norm > a.grad_clip)})
+        if progress:  # one JSON line a step, as trident's metrics: a run stopped early keeps its steps
+            progress.write(json.dumps(history[-1]) + "\n")
+            progress.flush()
     result = {"dtype": a.dtype, "autocast": a.autocast, "bf16_params": a.bf16_params, "steps": history}
     if a.out_weights:
         write_safetensors(a.out_weights, {k: p.detach().numpy() for k, p in P.items()}, "F64")
@@ -598,6 +602,7 @@ def add_train_arguments(t):
                    help="forward and backward on bf16-rounded GEMM weights and token embedding, AdamW on float masters")
     t.add_argument("--out-weights")
     t.add_argument("--json")
+    t.add_argument("--progress", help="a JSON line per step (step, lr, loss, grad_norm), written as it ends")
 
 
 def cmd_train(a):
