@@ -64,13 +64,36 @@ struct Seg {
   static_assert(G >= 1 && G <= 32 && (G & (G - 1)) == 0, "a group is a power-of-two number of lanes");
 };
 
-// tile[j] <- rows row0 + j (j < rows) of one head: src[t * row_stride + d], zero for t >= T or
-// d >= HD. Cooperative over the whole block, coalesced along d.
-template <int DPT, int G>
-__device__ __forceinline__ void load_tile(float* tile, const float* src, int64_t row_stride, int row0, int rows,
-                                          int T, int HD) {  // rows >= T read as zero
+// tile[j] <- rows row0 + j (j < ROWS) of one head: src[t * row_stride + d], zero for t >= T or
+// d >= HD (row0 < T). Cooperative over the block (kAttnThreads), coalesced along d. With `vec` (HD a
+// multiple of 4, src and row_stride 16-byte aligned: the launchers check) each thread issues all its
+// 16-byte loads before it stores the first, so a tile costs one memory round trip instead of one per
+// element in turn; the same values either way.
+template <int DPT, int G, int ROWS>
+__device__ __forceinline__ void load_tile(float* tile, const float* src, int64_t row_stride, int row0, int T, int HD,
+                                          bool vec) {
   using S = Seg<DPT, G>;
-  for (int idx = threadIdx.x; idx < rows * S::kDims; idx += blockDim.x) {
+  if (vec) {
+    constexpr int kVecsPerRow = S::kDims / 4, kVecs = ROWS * kVecsPerRow;
+    constexpr int kPerThread = (kVecs + kAttnThreads - 1) / kAttnThreads;
+    float4 v[kPerThread];
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int q = i * kAttnThreads + int(threadIdx.x), j = q / kVecsPerRow, d = (q - j * kVecsPerRow) * 4;
+      const bool inside = q < kVecs && row0 + j < T && d < HD;
+      // Outside, a load of the tile's first element, dropped: no branch keeps the loads apart.
+      const float4 x = *reinterpret_cast<const float4*>(src + (inside ? int64_t(row0 + j) * row_stride + d
+                                                                       : int64_t(row0) * row_stride));
+      v[i] = inside ? x : make_float4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int q = i * kAttnThreads + int(threadIdx.x), j = q / kVecsPerRow, d = (q - j * kVecsPerRow) * 4;
+      if (q < kVecs) *reinterpret_cast<float4*>(tile + j * S::kRow + (d / DPT) * S::kSeg + d % DPT) = v[i];
+    }
+    return;
+  }
+  for (int idx = threadIdx.x; idx < ROWS * S::kDims; idx += blockDim.x) {
     const int j = idx / S::kDims, d = idx - j * S::kDims;
     const int t = row0 + j;
     const float v = (t < T && d < HD) ? src[int64_t(t) * row_stride + d] : 0.0f;
@@ -118,7 +141,7 @@ __device__ __forceinline__ float dot(const float (&a)[DPT], const float (&b)[DPT
 template <int DPT, int G, int BK>
 __global__ void __launch_bounds__(kAttnThreads)
     attention_forward_kernel(float* out, float* lse, const float* qkv, int T, int NH, int KVH, int HD, float scale,
-                             int q_begin, int q_end) {
+                             int q_begin, int q_end, bool vec) {
   using S = Seg<DPT, G>;
   constexpr int BQ = kAttnThreads / G;
   __shared__ __align__(16) float ks[BK * S::kRow];
@@ -143,8 +166,8 @@ __global__ void __launch_bounds__(kAttnThreads)
   const int kend = min(q0 + BQ, q_end);  // keys [0, kend) are visible to some row of the tile
   for (int k0 = 0; k0 < kend; k0 += BK) {
     __syncthreads();  // everyone is done with the previous tile
-    load_tile<DPT, G>(ks, kbase, RS, k0, BK, q_end, HD);
-    load_tile<DPT, G>(vs, vbase, RS, k0, BK, q_end, HD);
+    load_tile<DPT, G, BK>(ks, kbase, RS, k0, q_end, HD, vec);
+    load_tile<DPT, G, BK>(vs, vbase, RS, k0, q_end, HD, vec);
     __syncthreads();
 
     // Scores of the tile; every lane runs every j (the butterflies need the whole warp).
@@ -219,7 +242,7 @@ __global__ void attention_row_dot_kernel(float* D, const float* dout, const floa
 template <int DPT, int G, int BQ>
 __global__ void __launch_bounds__(kAttnThreads)
     attention_backward_kv_kernel(float* dqkv, const float* dout, const float* qkv, const float* lse, const float* D,
-                                 int T, int NH, int KVH, int HD, float scale) {
+                                 int T, int NH, int KVH, int HD, float scale, bool vec) {
   using S = Seg<DPT, G>;
   constexpr int BKV = kAttnThreads / G;
   __shared__ __align__(16) float qs[BQ * S::kRow];
@@ -248,8 +271,8 @@ __global__ void __launch_bounds__(kAttnThreads)
     const float* D_bh = D + bh * T;
     for (int i0 = k0; i0 < T; i0 += BQ) {  // queries i >= k0 can see keys of this tile
       __syncthreads();
-      load_tile<DPT, G>(qs, qbase, RS, i0, BQ, T, HD);
-      load_tile<DPT, G>(dos, dobase, C, i0, BQ, T, HD);
+      load_tile<DPT, G, BQ>(qs, qbase, RS, i0, T, HD, vec);
+      load_tile<DPT, G, BQ>(dos, dobase, C, i0, T, HD, vec);
       for (int r = threadIdx.x; r < BQ; r += blockDim.x) {
         const int i = i0 + r;
         lse_s[r] = i < T ? lse_bh[i] : 0.0f;
@@ -294,7 +317,7 @@ __global__ void __launch_bounds__(kAttnThreads)
 template <int DPT, int G, int BK>
 __global__ void __launch_bounds__(kAttnThreads)
     attention_backward_q_kernel(float* dqkv, const float* dout, const float* qkv, const float* lse, const float* D,
-                                int T, int NH, int KVH, int HD, float scale) {
+                                int T, int NH, int KVH, int HD, float scale, bool vec) {
   using S = Seg<DPT, G>;
   constexpr int BQ = kAttnThreads / G;
   __shared__ __align__(16) float ks[BK * S::kRow];
@@ -321,8 +344,8 @@ __global__ void __launch_bounds__(kAttnThreads)
   const int kend = min(q0 + BQ, T);
   for (int k0 = 0; k0 < kend; k0 += BK) {
     __syncthreads();
-    load_tile<DPT, G>(ks, kbase, RS, k0, BK, T, HD);
-    load_tile<DPT, G>(vs, kbase + int64_t(KVH) * HD, RS, k0, BK, T, HD);
+    load_tile<DPT, G, BK>(ks, kbase, RS, k0, T, HD, vec);
+    load_tile<DPT, G, BK>(vs, kbase + int64_t(KVH) * HD, RS, k0, T, HD, vec);
     __syncthreads();
 #pragma unroll 2
     for (int jj = 0; jj < BK; ++jj) {
@@ -361,13 +384,20 @@ void check_shape(const char* op, int64_t B, int64_t T, int64_t NH, int64_t KVH, 
                 "{}: shape B={} T={} NH={} KVH={} HD={} too large", op, B, T, NH, KVH, HD);
 }
 
+// Whether the tiles of these operands can be loaded as 16-byte vectors (load_tile): HD a multiple of 4
+// makes every row start and head offset a multiple of 16 bytes past an aligned base.
+bool vector_tiles(int64_t HD, const float* a, const float* b) {
+  return HD % 4 == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(b) % 16 == 0;
+}
+
 template <int DPT, int G, int BK>
 void launch_forward(cudaStream_t stream, float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH,
                     int64_t KVH, int64_t HD, int64_t q_begin, int64_t q_count) {
   constexpr int BQ = kAttnThreads / G;
   const dim3 grid(unsigned(B * NH), unsigned(ceil_div(q_count, BQ)));
   TRIDENT_CUDA_CHECK(launch(attention_forward_kernel<DPT, G, BK>, grid, kAttnThreads, 0, stream,
-      out, lse, qkv, int(T), int(NH), int(KVH), int(HD), attention_scale(HD), int(q_begin), int(q_begin + q_count)));
+      out, lse, qkv, int(T), int(NH), int(KVH), int(HD), attention_scale(HD), int(q_begin), int(q_begin + q_count),
+      vector_tiles(HD, qkv, qkv)));
 }
 
 // Forward over query rows [q_begin, q_begin + q_count): 32 dimensions per lane (one butterfly step per
@@ -393,10 +423,11 @@ void launch_backward(cudaStream_t stream, float* dqkv, const float* dout, const 
   constexpr int rows_per_block = kAttnThreads / G;  // keys per dK/dV block, queries per dQ block
   const unsigned tiles = unsigned(ceil_div(T, rows_per_block));
   const float scale = attention_scale(HD);
+  const bool vec = vector_tiles(HD, qkv, dout);
   TRIDENT_CUDA_CHECK(launch(attention_backward_kv_kernel<DPT, G, BQ>, dim3(unsigned(B * KVH), tiles), kAttnThreads,
-      0, stream, dqkv, dout, qkv, lse, D, int(T), int(NH), int(KVH), int(HD), scale));
+      0, stream, dqkv, dout, qkv, lse, D, int(T), int(NH), int(KVH), int(HD), scale, vec));
   TRIDENT_CUDA_CHECK(launch(attention_backward_q_kernel<DPT, G, BQ>, dim3(unsigned(B * NH), tiles), kAttnThreads, 0,
-      stream, dqkv, dout, qkv, lse, D, int(T), int(NH), int(KVH), int(HD), scale));
+      stream, dqkv, dout, qkv, lse, D, int(T), int(NH), int(KVH), int(HD), scale, vec));
 }
 
 }  // namespace

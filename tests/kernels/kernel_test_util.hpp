@@ -136,6 +136,31 @@ inline bool same_bits(const VecF& a, const VecF& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// Attention forward and backward with qkv, dout and dqkv (starting at init) placed `offset` floats past
+// the backend's allocations, which are 16-byte aligned: the CUDA kernels load aligned operands as 16-byte
+// vectors and others one float at a time, and both must give the same bits. Returns out, lse and dqkv
+// one after the other.
+inline VecF attention_at_offset(Kernels& k, const VecF& qkv_values, const VecF& dout_values, const VecF& init,
+                                int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD, int64_t offset) {
+  auto placed = [&](Buf& buf, const VecF& host) {
+    k.copy_to_device(buf.get() + offset, host.data(), int64_t(host.size()));
+    return buf.get() + offset;
+  };
+  Buf qkv_buf(k, int64_t(qkv_values.size()) + offset), dout_buf(k, int64_t(dout_values.size()) + offset);
+  Buf dqkv_buf(k, int64_t(init.size()) + offset), out(k, B * T * NH * HD), lse(k, B * NH * T);
+  const float* qkv = placed(qkv_buf, qkv_values);
+  const float* dout = placed(dout_buf, dout_values);
+  float* dqkv = placed(dqkv_buf, init);
+  k.attention_forward(out.get(), lse.get(), qkv, B, T, NH, KVH, HD);
+  k.attention_backward(dqkv, dout, qkv, out.get(), lse.get(), B, T, NH, KVH, HD);
+  VecF all = out.host(), l = lse.host(), d(init.size());
+  k.fence();
+  k.copy_to_host(d.data(), dqkv, int64_t(d.size()));
+  all.insert(all.end(), l.begin(), l.end());
+  all.insert(all.end(), d.begin(), d.end());
+  return all;
+}
+
 // Central finite differences of L at x, one coordinate at a time.
 inline VecD fd_gradient(const std::function<double(const VecD&)>& L, VecD x, double h = 1e-4) {
   VecD g(x.size());
