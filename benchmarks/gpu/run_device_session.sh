@@ -34,13 +34,9 @@ echo "commit $(git log -1 --format='%h %s' 2>/dev/null | cut -c1-100)" | tee -a 
 autocast_pid=""
 shard=.device-deps/precision/fortunes_train_000000.bin
 if [ -f "$shard" ]; then
-  (
-    # shellcheck source=/dev/null
-    source .device-deps/device-env.sh >/dev/null  # /usr/bin/python3 finds the venv's torch and numpy
-    SHARD=$shard PYTORCH_ONLY=1 INIT=gpt2 KEEP="$work/autocast" TORCH_THREADS=${AUTOCAST_THREADS:-8} \
-      PYTHON=${PYTHON:-/opt/torch/.venv/bin/python3} \
-      exec nice -n 19 bash benchmarks/precision/bf16_vs_pytorch_autocast.sh none 300
-  ) >"$work/autocast.out" 2>&1 &
+  SHARD=$shard PYTORCH_ONLY=1 INIT=gpt2 KEEP="$work/autocast" TORCH_THREADS=${AUTOCAST_THREADS:-8} \
+    PYTHON=${PYTHON:-/opt/torch/.venv/bin/python3} \
+    nice -n 19 bash benchmarks/precision/bf16_vs_pytorch_autocast.sh none 300 >"$work/autocast.out" 2>&1 &
   autocast_pid=$!
   say "autocast: started (pid $autocast_pid)"
 else
@@ -66,9 +62,9 @@ fi
 
 if [ -n "$autocast_pid" ]; then
   if kill -0 "$autocast_pid" 2>/dev/null; then
-    # Stopping PyTorch (the script's child) ends the script through its error exit, whose trap copies
-    # the run's files, the per-step losses so far among them, to KEEP.
-    pkill -TERM -P "$autocast_pid" 2>/dev/null
+    # Its per-step losses so far are already in its KEEP folder (pytorch.jsonl). PyTorch may hold a TERM
+    # back for seconds: KILL; the script ends with its child.
+    pkill -KILL -f "gpt2_reference.py train" 2>/dev/null
     say "autocast: stopped unfinished"
   fi
   wait "$autocast_pid" 2>/dev/null

@@ -23,9 +23,10 @@
 # LayerNorm weights 1) instead of the reference checks' weights (sharp attention, noisy norms and biases).
 # PYTORCH_ONLY=1 runs the PyTorch side alone, for a machine whose CPU has bf16 instructions but no trident
 # build (the GPU machine: run_device_session.sh): SHARD=FILE gives the token shard (the fortunes package is
-# not there), TORCH_THREADS its threads (default 1), PYTHON the interpreter with torch; KEEP gets
-# pytorch.json, pytorch.jsonl (a line per step, as it ends: a run stopped early keeps its steps) and the
-# initial weights' sha256 (make-weights draws them with numpy's PCG64: compare it with this machine's).
+# not there), TORCH_THREADS its threads (default 1), PYTHON the interpreter with torch; KEEP (required)
+# gets pytorch.json, pytorch.jsonl (a line per step, as it ends: a run stopped early keeps its steps),
+# init.sha256 (make-weights draws the weights with numpy's PCG64: compare it with this machine's) and
+# cpu.txt.
 # Compare with trident's runs here: compare_losses.py TRIDENT.jsonl KEEP/pytorch.json.
 set -euo pipefail
 build=${1:-build}
@@ -59,26 +60,31 @@ trident_run() {  # NAME --set ...: trident's run of this shape, data and optimiz
     --set data.path="$token_shard" --set data.val_path="" --set checkpoint.dir="" \
     --set runtime.log_every=50 --set runtime.metrics="$tmp/$name.jsonl" "$@" >"$tmp/$name.log" 2>&1
 }
-# PyTorch's run under CPU bf16 autocast with $1 threads: pytorch.json at the end, pytorch.jsonl as it goes.
+# PyTorch's run under CPU bf16 autocast with $1 threads, its files in $2: pytorch.json at the end,
+# pytorch.jsonl as it goes.
 pytorch_autocast() {
   OMP_NUM_THREADS=$1 "$python" "$reference" train --weights "$tmp/init.safetensors" --data "$token_shard" \
     --heads 6 --steps "$steps" --global-batch 2 --micro-batch 2 --lr $lr --min-lr $min_lr --warmup $warmup \
     --schedule cosine --weight-decay 0.1 --beta1 0.9 --beta2 0.95 --eps 1e-8 --grad-clip 1.0 \
-    --dtype float32 --autocast bf16 ${BF16_PARAMS:+--bf16-params} --json "$tmp/pytorch.json" \
-    --progress "$tmp/pytorch.jsonl" >/dev/null 2>"$tmp/pytorch.log"
+    --dtype float32 --autocast bf16 ${BF16_PARAMS:+--bf16-params} --json "$2/pytorch.json" \
+    --progress "$2/pytorch.jsonl" >/dev/null 2>"$2/pytorch.log"
 }
 if [ "${PYTORCH_ONLY:-0}" = 1 ]; then
-  sha256sum "$tmp/init.safetensors" | cut -d' ' -f1 >"$tmp/init.sha256.log"
+  # Straight into KEEP, so that a run stopped from outside (kill) leaves its steps so far there.
+  keep=${KEEP:?PYTORCH_ONLY=1 needs KEEP=DIR}
+  mkdir -p "$keep"
+  sha256sum "$tmp/init.safetensors" | cut -d' ' -f1 >"$keep/init.sha256"
   { grep -m1 "model name" /proc/cpuinfo; echo "bf16 instructions: $(grep -o -w 'avx512_bf16\|amx_bf16' /proc/cpuinfo \
-    | sort -u | tr '\n' ' ')"; } >"$tmp/cpu.log"
-  echo "bf16_vs_pytorch_autocast: initial weights sha256 $(cat "$tmp/init.sha256.log"); $(tr '\n' ';' <"$tmp/cpu.log")"
-  pytorch_autocast "${TORCH_THREADS:-1}"
+    | sort -u | tr '\n' ' ')"; } >"$keep/cpu.txt"
+  echo "bf16_vs_pytorch_autocast: initial weights sha256 $(cat "$keep/init.sha256"); $(tr '\n' ';' <"$keep/cpu.txt")"
+  trap 'rm -rf "$tmp"' EXIT
+  pytorch_autocast "${TORCH_THREADS:-1}" "$keep"
   exit
 fi
 (trident_run trident --set "$key"=bf16 ${TRIDENT_FP32_PARAMETERS:+--set train.bf16_parameters=false} &&
   trident_run trident_fp32 --set train.precision=fp32) &
 trident_pid=$!
-pytorch_autocast 1
+pytorch_autocast 1 "$tmp"
 wait "$trident_pid" || { echo "trident failed:" >&2; tail -5 "$tmp"/trident*.log >&2; exit 2; }
 
 compare() { /usr/bin/python3 "$here/compare_losses.py" "$@"; }
