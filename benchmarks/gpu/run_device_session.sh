@@ -63,8 +63,8 @@ fi
 if [ -n "$autocast_pid" ]; then
   if kill -0 "$autocast_pid" 2>/dev/null; then
     # Its per-step losses so far are already in its KEEP folder (pytorch.jsonl). PyTorch may hold a TERM
-    # back for seconds: KILL; the script ends with its child.
-    pkill -KILL -f "gpt2_reference.py train" 2>/dev/null
+    # back for seconds: KILL its process (the script's child); the script ends with it.
+    pkill -KILL -P "$autocast_pid" 2>/dev/null
     say "autocast: stopped unfinished"
   fi
   wait "$autocast_pid" 2>/dev/null
