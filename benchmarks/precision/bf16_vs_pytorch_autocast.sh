@@ -19,6 +19,9 @@
 # float masters as well (`--bf16-params`: Megatron-LM's bf16, and trident's train.precision = "bf16"
 # working copy), autocast alone keeping float32 parameters; TRIDENT_FP32_PARAMETERS=1 gives trident
 # train.bf16_parameters = false (fp32 parameters, autocast's way).
+# AUTOCAST_POLICY=cuda runs softmax, GELU and the loss in float32 under autocast, as CUDA's autocast does
+# (torch 1.13's CPU autocast runs them in bf16). On the fortunes stream torch 1.13's autocast is itself 3%
+# from PyTorch's fp32 at the median step and 23% at the worst, with either policy (benchmarks/README.md).
 # INIT=gpt2 starts both from GPT-2's initialisation (`make-weights --init gpt2`: N(0, 0.02), biases 0,
 # LayerNorm weights 1) instead of the reference checks' weights (sharp attention, noisy norms and biases).
 # PYTORCH_ONLY=1 runs the PyTorch side alone, for a machine whose CPU has bf16 instructions but no trident
@@ -66,7 +69,8 @@ pytorch_autocast() {
   OMP_NUM_THREADS=$1 "$python" "$reference" train --weights "$tmp/init.safetensors" --data "$token_shard" \
     --heads 6 --steps "$steps" --global-batch 2 --micro-batch 2 --lr $lr --min-lr $min_lr --warmup $warmup \
     --schedule cosine --weight-decay 0.1 --beta1 0.9 --beta2 0.95 --eps 1e-8 --grad-clip 1.0 \
-    --dtype float32 --autocast bf16 ${BF16_PARAMS:+--bf16-params} --json "$2/pytorch.json" \
+    --dtype float32 --autocast bf16 --autocast-policy "${AUTOCAST_POLICY:-cpu}" ${BF16_PARAMS:+--bf16-params} \
+    --json "$2/pytorch.json" \
     --progress "$2/pytorch.jsonl" >/dev/null 2>"$2/pytorch.log"
 }
 if [ "${PYTORCH_ONLY:-0}" = 1 ]; then

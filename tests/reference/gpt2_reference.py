@@ -24,6 +24,8 @@ activations a layer keeps for backward (LN outputs, q|k|v, attention output, MLP
 activation) rounded to bf16 where they are produced (kept()); the residual stream stays exact.
 --autocast bf16 (train, with --dtype float32): the forward under torch.autocast("cpu", bfloat16), PyTorch's
 own CPU mixed precision; a comparison run for trident's bf16 (benchmarks/precision/), not an exact reference.
+--autocast-policy cuda: with it, softmax, GELU and the cross-entropy in float32, as CUDA's autocast runs them
+(torch 1.13's CPU autocast runs them in bf16 on the GEMMs' bf16 outputs; cpu, the default).
 --bf16-params (train): bf16 parameters over float masters, as trident's train.precision = "bf16" keeps
 them: forward and backward see the GEMM weights and the token embedding rounded to bf16 (torch's round to
 nearest even) and what is read in fp32 (biases, LayerNorms, the position embedding) as their masters;
@@ -63,6 +65,14 @@ LN_EPS = 1e-5
 MATMUL_BITS = None
 # Significant bits of the activations a layer keeps for backward (None: exact), set by --precision bf16.
 KEPT_BITS = None
+# Under --autocast bf16 --autocast-policy cuda: the ops CUDA's autocast runs in float32 and torch's CPU
+# autocast (1.13) leaves in bf16 when their input is bf16 (softmax, GELU's pow, the cross-entropy) in float32.
+FLOAT32_OPS = False
+
+
+def float32_op(x):
+    """x as the input of an op on CUDA autocast's float32 list: float32 under --autocast-policy cuda."""
+    return x.float() if FLOAT32_OPS else x
 
 
 def round_significand(x, bits):
@@ -271,7 +281,7 @@ def gelu_tanh(x):
 def forward(P, d, idx, targets):
     """Sum over positions of the cross-entropy."""
     logits = logits_of(P, d, idx)
-    return F.cross_entropy(logits.reshape(-1, d.V), targets.reshape(-1), reduction="sum")
+    return F.cross_entropy(float32_op(logits).reshape(-1, d.V), targets.reshape(-1), reduction="sum")
 
 
 def logits_of(P, d, idx):
@@ -292,11 +302,11 @@ def logits_of(P, d, idx):
         else:
             scores = (q @ k.transpose(-2, -1)) / math.sqrt(d.HD)
             scores = scores.masked_fill(~mask, float("-inf"))
-            y = torch.softmax(scores, dim=-1) @ v
+            y = torch.softmax(float32_op(scores), dim=-1) @ v
         y = kept(y.transpose(1, 2).reshape(B, T, d.C))
         x = x + linear(y, P[p + "attn.c_proj.weight"], P[p + "attn.c_proj.bias"])
         h = kept(layer_norm(x, P[p + "ln_2.weight"], P[p + "ln_2.bias"]))
-        h = kept(gelu_tanh(kept(linear(h, P[p + "mlp.c_fc.weight"], P[p + "mlp.c_fc.bias"]))))
+        h = kept(gelu_tanh(float32_op(kept(linear(h, P[p + "mlp.c_fc.weight"], P[p + "mlp.c_fc.bias"])))))
         x = x + linear(h, P[p + "mlp.c_proj.weight"], P[p + "mlp.c_proj.bias"])
     x = layer_norm(x, P["transformer.ln_f.weight"], P["transformer.ln_f.bias"])
     head = P["transformer.wte.weight"] if d.tied else P["lm_head.weight"]
@@ -531,6 +541,8 @@ def train_model(P, T, forward_fn, a):
         raise SystemExit("--autocast bf16 needs --dtype float32 (autocast keeps float32 parameters)")
     autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if a.autocast == "bf16"
                 else contextlib.nullcontext())
+    global FLOAT32_OPS
+    FLOAT32_OPS = a.autocast == "bf16" and a.autocast_policy == "cuda"
     masters = {k: p.detach().clone() for k, p in P.items()} if a.bf16_params else None
     progress = open(a.progress, "w") if a.progress else None
     for step in range(1, (a.stop_after or a.steps) + 1):
@@ -598,6 +610,9 @@ def add_train_arguments(t):
     t.add_argument("--dtype", choices=["float64", "float32"], default="float64")
     t.add_argument("--matmul-precision", choices=["fp32", "tf32", "bf16"], default="fp32")
     t.add_argument("--autocast", choices=["none", "bf16"], default="none")
+    t.add_argument("--autocast-policy", choices=["cpu", "cuda"], default="cpu",
+                   help="cpu: torch's CPU autocast as it is (softmax, GELU and the loss in bf16 on bf16 inputs); "
+                        "cuda: those in float32, as CUDA's autocast runs them")
     t.add_argument("--bf16-params", action="store_true",
                    help="forward and backward on bf16-rounded GEMM weights and token embedding, AdamW on float masters")
     t.add_argument("--out-weights")
