@@ -387,7 +387,7 @@ void check_shape(const char* op, int64_t B, int64_t T, int64_t NH, int64_t KVH, 
 // Whether the tiles of these operands can be loaded as 16-byte vectors (load_tile): HD a multiple of 4
 // makes every row start and head offset a multiple of 16 bytes past an aligned base.
 bool vector_tiles(int64_t HD, const float* a, const float* b) {
-  return HD % 4 == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(b) % 16 == 0;
+  return HD % 4 == 0 && aligned16(a) && aligned16(b);
 }
 
 template <int DPT, int G, int BK>

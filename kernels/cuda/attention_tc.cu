@@ -516,9 +516,8 @@ __global__ void __launch_bounds__(kThreads)
 
 float attention_scale(int64_t HD) { return float(1.0 / std::sqrt(double(HD))); }
 
-// Whether an operand's tiles can be loaded as 16-byte vectors: with its base 16-byte aligned, every row
-// start (base + t * stride + head * HD; HD and the strides are multiples of 64) is.
-bool aligned16(const float* p) { return (reinterpret_cast<uintptr_t>(p) % 16) == 0; }
+// An operand's tiles are loaded as 16-byte vectors when its base is 16-byte aligned (aligned16): every row
+// start (base + t * stride + head * HD; HD and the strides are multiples of 64) then is.
 
 void check_tc_shape(const char* op, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD) {
   check_attention_heads(op, NH, KVH);

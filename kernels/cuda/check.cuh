@@ -39,6 +39,9 @@ inline unsigned grid_for(int64_t n, int threads, int64_t cap = int64_t(1) << 16)
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Whether p may be read and written as 16-byte vectors (float4): the test of the kernels' vector paths.
+__host__ __device__ inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
 // kernel<<<grid, block, shared_bytes, stream>>>(args...), written as CUDA's typed cudaLaunchKernelEx:
 // the one launch form that nvcc and a host compiler (gpu-sim: gpusim/README.md) both accept.
 template <class... Params, class... Args>

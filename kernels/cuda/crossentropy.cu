@@ -17,8 +17,6 @@ namespace {
 constexpr int kThreads = 512;  // at most, per row: fewer for short rows (row_threads)
 constexpr int64_t kMaxRowBlocks = int64_t(1) << 20;
 
-__device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
-
 // f(j, x) for the block's share of columns j < n of `row`.
 template <class F>
 __device__ __forceinline__ void for_each_column(const float* row, int64_t n, F&& f) {
