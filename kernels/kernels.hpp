@@ -78,6 +78,12 @@ class Kernels {
   virtual void add(float* out, const float* a, const float* b, int64_t n) = 0;  // out = a + b
   virtual void accumulate(float* y, const float* x, int64_t n) = 0;             // y += x
   virtual void scale(float* x, float s, int64_t n) = 0;                         // x *= s
+  // Gradient clipping with the norm left in backend memory (no wait for the host; clip_gradients'
+  // rule): coef[0] = float(c) for c = max_norm / (sqrt(square_sums[0] + square_sums[1]) + 1e-6) in
+  // double unless c >= 1, then 1 (a NaN norm gives NaN, as on the host).
+  virtual void clip_coefficient(float* coef, const double* square_sums, double max_norm) = 0;
+  // x *= coef[0] (one float in backend memory), nothing where coef[0] is 1.
+  virtual void scale_by(float* x, const float* coef, int64_t n) = 0;
   // Device-side reductions: *acc += sum x^2, *acc += sum x (acc: one double in backend memory). The
   // result stays in backend memory until the caller copies it out, once, when it needs it.
   virtual void sum_squares_into(double* acc, const float* x, int64_t n) = 0;

@@ -497,9 +497,16 @@ void add_optimizer(const Dims& d) {
     K->free(acc);
     bytes(s, 4.0 * P);
   });
-  add("clip_scale", [P](benchmark::State& s) {  // clip_gradients: scale every gradient
-    Buf g(P);
-    timed(s, [&] { K->scale(g.get(), 0.9999f, P); });
+  // GradientFinisher without TP, PP or ZeRO: the factor from the sums on the device, every gradient scaled.
+  add("clip_scale", [P](benchmark::State& s) {
+    Buf g(P), coef(1);
+    double* sums = K->alloc_double(2);
+    K->fill_double(sums, 1.0, 2);  // a norm of sqrt(2), clipped to 1
+    timed(s, [&] {
+      K->clip_coefficient(coef.get(), sums, 1.0);
+      K->scale_by(g.get(), coef.get(), P);
+    });
+    K->free(sums);
     bytes(s, 8.0 * P);
   });
   // The optimizer itself (optim/adamw.hpp). bf16: fp32 masters, the working copy's patterns written in the

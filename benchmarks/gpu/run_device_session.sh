@@ -11,8 +11,9 @@
 #             trident, llm.c and PyTorch at GPT-2 124M and 774M in bf16 (one table, compare_bf16.md)
 #   kernels   benchmarks/gpu/run_cuda_kernels.sh at 124M: every CUDA op's time and the step they add up
 #             to, to set beside the measured step (the machine has no profiler)
-#   autocast  (when .device-deps/precision/ holds the shard) #26's PyTorch CPU bf16 autocast run,
-#             started first, in the background, niced, on AUTOCAST_THREADS (8) of the 16 cores, stopped at
+#   autocast  (when .device-deps/precision/ holds the shard) #26's PyTorch CPU bf16 autocast run with
+#             torch's own bf16 GEMMs (AUTOCAST_GEMM=native: a cross-check of the float32-summed GEMMs that
+#             judged the criterion on the CPU, benchmarks/README.md), started first, in the background, niced, on AUTOCAST_THREADS (8) of the 16 cores, stopped at
 #             the end of the call if not done; its per-step losses come back either way
 #             (benchmarks/precision/records/README.md says how they are compared)
 # At most 8 files come back from the machine, so LOG_DIR gets session.tgz (every log), summary.txt (each
@@ -34,7 +35,7 @@ echo "commit $(git log -1 --format='%h %s' 2>/dev/null | cut -c1-100)" | tee -a 
 autocast_pid=""
 shard=.device-deps/precision/fortunes_train_000000.bin
 if [ -f "$shard" ]; then
-  SHARD=$shard PYTORCH_ONLY=1 INIT=gpt2 KEEP="$work/autocast" TORCH_THREADS=${AUTOCAST_THREADS:-8} \
+  SHARD=$shard PYTORCH_ONLY=1 INIT=gpt2 AUTOCAST_GEMM=native KEEP="$work/autocast" TORCH_THREADS=${AUTOCAST_THREADS:-8} \
     PYTHON=${PYTHON:-/opt/torch/.venv/bin/python3} \
     nice -n 19 bash benchmarks/precision/bf16_vs_pytorch_autocast.sh none 300 >"$work/autocast.out" 2>&1 &
   autocast_pid=$!

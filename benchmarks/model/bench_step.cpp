@@ -142,6 +142,12 @@ class TimedKernels : public trident::Kernels {
   void add(float* o, const float* a, const float* b, int64_t n) override { T("add", [&] { k_.add(o, a, b, n); }); }
   void accumulate(float* y, const float* x, int64_t n) override { T("accumulate", [&] { k_.accumulate(y, x, n); }); }
   void scale(float* x, float s, int64_t n) override { T("scale (clip)", [&] { k_.scale(x, s, n); }); }
+  void clip_coefficient(float* coef, const double* sums, double max_norm) override {
+    T("clip coefficient", [&] { k_.clip_coefficient(coef, sums, max_norm); });
+  }
+  void scale_by(float* x, const float* coef, int64_t n) override {
+    T("scale (clip)", [&] { k_.scale_by(x, coef, n); });
+  }
   void sum_squares_into(double* acc, const float* x, int64_t n) override {
     T("sum_squares (grad norm)", [&] { k_.sum_squares_into(acc, x, n); });
   }

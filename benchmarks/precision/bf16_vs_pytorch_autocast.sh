@@ -10,18 +10,21 @@
 # warm-up steps, weight decay 0.1, clipping at 1). Trident also trains the same run in fp32 (after its
 # bf16 run, while PyTorch still runs), so both of #26's criteria are read on one stream: bf16 against
 # fp32 and against autocast. Prints the largest relative loss difference after step 20 of each and
-# exits 1 if either passes 2%; then trident's fp32 against autocast, the stream's own noise. PyTorch's
-# CPU autocast is quick only with bf16 instructions (AVX512_BF16: about 45 minutes for 300 steps); on a
-# CPU without them (an AMD EPYC, 2026-11-28) a step took about 40 s, some 3 hours for 300 steps. One
-# thread per process, trident's runs beside PyTorch's. The comparisons: compare_losses.py.
+# exits 1 if either passes 2%; then trident's fp32 against autocast, the stream's own noise. 300 steps
+# take about 30 minutes on 2 cores (AMD EPYC, 2026-11-28: PyTorch about 4 s a step with its GEMMs summed
+# in float32, below). One thread per process, trident's runs beside PyTorch's. The comparisons:
+# compare_losses.py.
 #   benchmarks/precision/bf16_vs_pytorch_autocast.sh [BUILD_DIR] [STEPS]
 # KEEP=DIR keeps both runs' losses and logs there. BF16_PARAMS=1 gives PyTorch bf16 parameters over
 # float masters as well (`--bf16-params`: Megatron-LM's bf16, and trident's train.precision = "bf16"
 # working copy), autocast alone keeping float32 parameters; TRIDENT_FP32_PARAMETERS=1 gives trident
 # train.bf16_parameters = false (fp32 parameters, autocast's way).
 # AUTOCAST_POLICY=cuda runs softmax, GELU and the loss in float32 under autocast, as CUDA's autocast does
-# (torch 1.13's CPU autocast runs them in bf16). On the fortunes stream torch 1.13's autocast is itself 3%
-# from PyTorch's fp32 at the median step and 23% at the worst, with either policy (benchmarks/README.md).
+# (torch 1.13's CPU autocast runs them in bf16).
+# AUTOCAST_GEMM: fp32-accumulate (the default) runs the model's GEMMs on bf16 operands with float32 sums
+# and bf16 results, as cuBLAS does under CUDA's autocast; native gives them to torch's CPU bf16 GEMM, which
+# in torch 1.13 (Debian 12's) sums in bf16 for x @ W, P @ V and the weight gradients: on the fortunes stream
+# that run is itself 3% from PyTorch's fp32 at the median step and 23% at the worst (benchmarks/README.md).
 # INIT=gpt2 starts both from GPT-2's initialisation (`make-weights --init gpt2`: N(0, 0.02), biases 0,
 # LayerNorm weights 1) instead of the reference checks' weights (sharp attention, noisy norms and biases).
 # PYTORCH_ONLY=1 runs the PyTorch side alone, for a machine whose CPU has bf16 instructions but no trident
@@ -69,7 +72,8 @@ pytorch_autocast() {
   OMP_NUM_THREADS=$1 "$python" "$reference" train --weights "$tmp/init.safetensors" --data "$token_shard" \
     --heads 6 --steps "$steps" --global-batch 2 --micro-batch 2 --lr $lr --min-lr $min_lr --warmup $warmup \
     --schedule cosine --weight-decay 0.1 --beta1 0.9 --beta2 0.95 --eps 1e-8 --grad-clip 1.0 \
-    --dtype float32 --autocast bf16 --autocast-policy "${AUTOCAST_POLICY:-cpu}" ${BF16_PARAMS:+--bf16-params} \
+    --dtype float32 --autocast bf16 --autocast-policy "${AUTOCAST_POLICY:-cpu}" \
+    --autocast-gemm "${AUTOCAST_GEMM:-fp32-accumulate}" ${BF16_PARAMS:+--bf16-params} \
     --json "$2/pytorch.json" \
     --progress "$2/pytorch.jsonl" >/dev/null 2>"$2/pytorch.log"
 }

@@ -104,6 +104,10 @@ class CudaKernels final : public Kernels {
   void add(float* out, const float* a, const float* b, int64_t n) override { cuda::add(stream(), out, a, b, n); }
   void accumulate(float* y, const float* x, int64_t n) override { cuda::accumulate(stream(), y, x, n); }
   void scale(float* x, float s, int64_t n) override { cuda::scale(stream(), x, s, n); }
+  void clip_coefficient(float* coef, const double* square_sums, double max_norm) override {
+    cuda::clip_coefficient(stream(), coef, square_sums, max_norm);
+  }
+  void scale_by(float* x, const float* coef, int64_t n) override { cuda::scale_by(stream(), x, coef, n); }
   void sum_squares_into(double* acc, const float* x, int64_t n) override {
     cuda::sum_into(stream(), acc, x, n, true, sum_partials_);
   }

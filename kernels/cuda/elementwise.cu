@@ -30,6 +30,17 @@ __global__ void scale_kernel(float* x, float s, int64_t n) {
   TRIDENT_GRID_STRIDE(i, n) x[i] *= s;
 }
 
+__global__ void clip_coefficient_kernel(float* coef, const double* square_sums, double max_norm) {
+  const double c = max_norm / (sqrt(square_sums[0] + square_sums[1]) + 1e-6);
+  coef[0] = c >= 1.0 ? 1.0f : float(c);
+}
+
+__global__ void scale_by_kernel(float* x, const float* coef, int64_t n) {
+  const float s = *coef;
+  if (s == 1.0f) return;
+  TRIDENT_GRID_STRIDE(i, n) x[i] *= s;
+}
+
 // Sum (of squares) in two passes. Pass 1: `blocks` blocks (a function of n only: at least
 // kSumPerThread elements per thread, at most kSumMaxBlocks blocks) of up to kThreads threads (whole
 // warps; fewer for a small tensor); thread g adds
@@ -80,6 +91,15 @@ void accumulate(cudaStream_t stream, float* y, const float* x, int64_t n) {
 void scale(cudaStream_t stream, float* x, float s, int64_t n) {
   if (n <= 0) return;
   TRIDENT_CUDA_CHECK(launch(scale_kernel, grid_for(n, kThreads), kThreads, 0, stream, x, s, n));
+}
+
+void clip_coefficient(cudaStream_t stream, float* coef, const double* square_sums, double max_norm) {
+  TRIDENT_CUDA_CHECK(launch(clip_coefficient_kernel, 1, 1, 0, stream, coef, square_sums, max_norm));
+}
+
+void scale_by(cudaStream_t stream, float* x, const float* coef, int64_t n) {
+  if (n <= 0) return;
+  TRIDENT_CUDA_CHECK(launch(scale_by_kernel, grid_for(n, kThreads), kThreads, 0, stream, x, coef, n));
 }
 
 void sum_into(cudaStream_t stream, double* acc, const float* x, int64_t n, bool square, double* partials) {

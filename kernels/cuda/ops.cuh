@@ -20,6 +20,8 @@ void fill_double(cudaStream_t stream, double* x, double value, int64_t n);
 void add(cudaStream_t stream, float* out, const float* a, const float* b, int64_t n);
 void accumulate(cudaStream_t stream, float* y, const float* x, int64_t n);
 void scale(cudaStream_t stream, float* x, float s, int64_t n);
+void clip_coefficient(cudaStream_t stream, float* coef, const double* square_sums, double max_norm);
+void scale_by(cudaStream_t stream, float* x, const float* coef, int64_t n);
 // *acc += sum x^2 (square) or sum x, in double. `partials` holds kSumMaxBlocks doubles of scratch.
 constexpr int kSumMaxBlocks = 1024;
 void sum_into(cudaStream_t stream, double* acc, const float* x, int64_t n, bool square, double* partials);

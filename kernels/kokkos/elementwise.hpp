@@ -31,6 +31,25 @@ void scale(const ES& space, Vec<ES> x, float s) {
                        KOKKOS_LAMBDA(int64_t i) { x(i) *= s; });
 }
 
+// coef(0) = clip_coefficient's rule (kernels.hpp), computed by one work item.
+template <class ES>
+void clip_coefficient(const ES& space, Vec<ES> coef, CVec<ES, double> square_sums, double max_norm) {
+  Kokkos::parallel_for(
+      "trident::clip_coefficient", Range<ES>(space, 0, 1), KOKKOS_LAMBDA(int64_t) {
+        const double c = max_norm / (kmath::sqrt(square_sums(0) + square_sums(1)) + 1e-6);
+        coef(0) = c >= 1.0 ? 1.0f : float(c);
+      });
+}
+
+// x *= coef(0) unless it is 1
+template <class ES>
+void scale_by(const ES& space, Vec<ES> x, CVec<ES> coef) {
+  Kokkos::parallel_for("trident::scale_by", Range<ES>(space, 0, x.extent(0)), KOKKOS_LAMBDA(int64_t i) {
+    const float s = coef(0);
+    if (s != 1.0f) x(i) *= s;
+  });
+}
+
 // ---- sums (of squares) with a fixed reduction order, into a device double ----
 // The order is part of the algorithm, not of the execution space: the input is cut into chunks of
 // kSumChunk elements; inside a chunk, element i goes to lane i % kSumLanes (independent double

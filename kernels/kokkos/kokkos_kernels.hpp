@@ -92,6 +92,12 @@ class KokkosKernels final : public Kernels {
     kk::accumulate(space_, kk::vec<ES>(y, n), kk::cvec<ES>(x, n));
   }
   void scale(float* x, float s, int64_t n) override { kk::scale(space_, kk::vec<ES>(x, n), s); }
+  void clip_coefficient(float* coef, const double* square_sums, double max_norm) override {
+    kk::clip_coefficient(space_, kk::vec<ES>(coef, 1), kk::CVec<ES, double>(square_sums, 2), max_norm);
+  }
+  void scale_by(float* x, const float* coef, int64_t n) override {
+    kk::scale_by(space_, kk::vec<ES>(x, n), kk::cvec<ES>(coef, 1));
+  }
   void sum_squares_into(double* acc, const float* x, int64_t n) override {
     kk::sum_into(space_, kk::Vec<ES, double>(acc, 1), kk::cvec<ES>(x, n), double_workspace(kk::sum_chunks(n)), true);
   }

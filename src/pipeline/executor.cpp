@@ -76,7 +76,7 @@ const float* PipelineExecutor::wait_recv(const PipeOp& op) {
   return buf;
 }
 
-double PipelineExecutor::run(const std::vector<PipeOp>& ops, const Fetch& fetch, float dloss_scale, bool with_grad) {
+void PipelineExecutor::run(const std::vector<PipeOp>& ops, const Fetch& fetch, float dloss_scale, bool with_grad) {
   std::map<Key, int> slots;  // (chunk, micro-batch) -> activation slot, from forward to backward
   int alive = 0;
   last_wait_s_ = 0;
@@ -138,20 +138,24 @@ double PipelineExecutor::run(const std::vector<PipeOp>& ops, const Fetch& fetch,
   TRIDENT_CHECK(recvs_.empty() && forward_sends_.empty() && slots.empty(),
                 "pipeline step ended with {} receives, {} sends and {} micro-batches outstanding", recvs_.size(),
                 forward_sends_.size(), slots.size());
-  // The loss was summed in backend memory by the chunk holding the head: one copy to the host per step.
+  last_step_s_ = MPI_Wtime() - step_start;
+}
+
+// The loss was summed in backend memory by the chunk holding the head: one copy to the host per step.
+double PipelineExecutor::take_loss_sum() {
   double loss = 0;
   for (GptModel* c : chunks_)
     if (c->layout().has_head()) loss += c->take_loss_sum();
-  last_step_s_ = MPI_Wtime() - step_start;
   return loss;
 }
 
-double PipelineExecutor::train(int m, const Fetch& fetch, float dloss_scale) {
-  return run(build_schedule(schedule_, pp_size_, stage_, v_, m), fetch, dloss_scale, true);
+void PipelineExecutor::train(int m, const Fetch& fetch, float dloss_scale) {
+  run(build_schedule(schedule_, pp_size_, stage_, v_, m), fetch, dloss_scale, true);
 }
 
 double PipelineExecutor::evaluate(int m, const Fetch& fetch) {
-  return run(forward_only_schedule(pp_size_, v_, m), fetch, 0.f, false);
+  run(forward_only_schedule(pp_size_, v_, m), fetch, 0.f, false);
+  return take_loss_sum();
 }
 
 }  // namespace trident

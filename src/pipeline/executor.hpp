@@ -38,8 +38,11 @@ class PipelineExecutor {
   using Fetch = std::function<void(int64_t mb, int32_t* inputs, int32_t* targets)>;
 
   // One training step over m micro-batches: the stage's schedule, gradients accumulated into the
-  // chunks. Returns the sum of per-position losses (non-zero on the last stage only).
-  double train(int m, const Fetch& fetch, float dloss_scale);
+  // chunks; the loss stays in backend memory, the step does not wait for it (take_loss_sum).
+  void train(int m, const Fetch& fetch, float dloss_scale);
+  // The sum of the per-position losses since the last take (non-zero on the last stage only); waits
+  // for the queued work.
+  double take_loss_sum();
   // Forward passes only (validation); returns the loss sum on the last stage.
   double evaluate(int m, const Fetch& fetch);
 
@@ -55,7 +58,7 @@ class PipelineExecutor {
 
  private:
   using Key = std::tuple<bool, int, int>;  // forward?, chunk, micro-batch
-  double run(const std::vector<PipeOp>& ops, const Fetch& fetch, float dloss_scale, bool with_grad);
+  void run(const std::vector<PipeOp>& ops, const Fetch& fetch, float dloss_scale, bool with_grad);
   int global_chunk(int local) const { return local * pp_size_ + stage_; }
   bool needs_input(const PipeOp& op) const;
   void post_recv(const PipeOp& op);

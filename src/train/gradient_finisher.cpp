@@ -9,11 +9,15 @@ GradientFinisher::GradientFinisher(const GptShapes& shapes, Kernels& kernels, Pa
                                    const std::vector<std::unique_ptr<AdamW>>& optimizers, GradientReducer* reducer)
     : shapes_(shapes), k_(kernels), mesh_(mesh), chunks_(chunks), optimizers_(optimizers), reducer_(reducer) {
   norm_sums_ = k_.alloc_double(2);
+  clip_coef_ = k_.alloc(1);
 }
 
-GradientFinisher::~GradientFinisher() { k_.free(norm_sums_); }
+GradientFinisher::~GradientFinisher() {
+  k_.free(norm_sums_);
+  k_.free(clip_coef_);
+}
 
-double GradientFinisher::finish(double grad_clip) {
+void GradientFinisher::finish(double grad_clip) {
   phases_.clear();
   if (reducer_) {
     reducer_->finish_backward();
@@ -37,14 +41,35 @@ double GradientFinisher::finish(double grad_clip) {
     reducer_->reduce_deferred();
     phases_.push_back("dp_deferred");
   }
-  const double norm = global_norm();
+  add_square_sums();
+  norm_pending_ = !norm_needs_host();
+  if (!norm_pending_) norm_ = host_norm();
   phases_.push_back("norm");
+  if (norm_pending_ && grad_clip > 0) k_.clip_coefficient(clip_coef_, norm_sums_, grad_clip);
   for (size_t c = 0; c < chunks_.size(); ++c) {
     const AdamW& opt = *optimizers_[c];
-    clip_gradients(k_, range_gradients(c), opt.end() - opt.begin(), norm, grad_clip);
+    if (norm_pending_) {
+      if (grad_clip > 0) k_.scale_by(range_gradients(c), clip_coef_, opt.end() - opt.begin());
+    } else {
+      clip_gradients(k_, range_gradients(c), opt.end() - opt.begin(), norm_, grad_clip);
+    }
   }
   phases_.push_back("clip");
-  return norm;
+}
+
+double GradientFinisher::take_norm() {
+  if (norm_pending_) {
+    double sums[2];
+    k_.copy_to_host_double(sums, norm_sums_, 2);
+    norm_ = std::sqrt(sums[0] + sums[1]);  // host_norm's sum without ranks to add
+    norm_pending_ = false;
+  }
+  return norm_;
+}
+
+// Each rank's gradients are its model's (or its ZeRO range of them) only with TP, PP or ZeRO.
+bool GradientFinisher::norm_needs_host() const {
+  return (reducer_ && reducer_->zero() > 0) || (mesh_ && (mesh_->tp().size() > 1 || mesh_->pp().size() > 1));
 }
 
 void GradientFinisher::reduce_tied_embedding() {
@@ -63,8 +88,8 @@ float* GradientFinisher::range_gradients(size_t c) {
   return reducer_ ? reducer_->range_gradients(int(c)) : chunks_[c]->grads() + optimizers_[c]->begin();
 }
 
-// The squared sums are accumulated in backend memory and copied to the host once.
-double GradientFinisher::global_norm() {
+// The squared sums of the step's gradients into norm_sums_, in backend memory.
+void GradientFinisher::add_square_sums() {
   k_.fill_double(norm_sums_, 0.0, 2);
   const bool duplicate_wte = shapes_.tied && mesh_ && mesh_->pp().size() > 1;
   for (size_t c = 0; c < chunks_.size(); ++c) {
@@ -74,6 +99,10 @@ double GradientFinisher::global_norm() {
     chunks_[c]->add_gradient_square_sums(norm_sums_, skip, range_gradients(c), optimizers_[c]->begin(),
                                          optimizers_[c]->end());
   }
+}
+
+// The norm from norm_sums_, summed over the ranks that hold parts of the gradient (waits for them).
+double GradientFinisher::host_norm() {
   double sums[2];  // sharded over TP, replicated over TP
   k_.copy_to_host_double(sums, norm_sums_, 2);
   if (reducer_ && reducer_->zero() > 0) mesh_->dp().all_reduce_host(sums, 2);

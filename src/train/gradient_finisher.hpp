@@ -10,6 +10,10 @@
 //   dp_deferred     that embedding's DP reduction, which had to wait for the cross-stage sum
 //   norm            the global gradient norm: each rank's (ZeRO) range, summed over DP, TP and PP
 //   clip            each rank's range scaled so that the norm is at most train.grad_clip
+// Where the norm needs no sum over ranks (no TP, PP or ZeRO: each rank holds the whole gradient), it
+// and the clip stay in backend memory and the host reads the norm once, after the update is queued
+// (take_norm): nothing in the step waits for the device. Otherwise the square sums go to the host for
+// MPI's sums and finish() waits for them.
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,8 +36,11 @@ class GradientFinisher {
   GradientFinisher(const GradientFinisher&) = delete;
   GradientFinisher& operator=(const GradientFinisher&) = delete;
 
-  // Runs the phases; returns the global gradient norm before clipping.
-  double finish(double grad_clip);
+  // Runs (queues) the phases.
+  void finish(double grad_clip);
+  // The global gradient norm before clipping of the last finish(); waits for it where it was left in
+  // backend memory.
+  double take_norm();
   // The phases the last finish() ran, in order (the names above).
   const std::vector<std::string>& last_phases() const { return phases_; }
 
@@ -42,7 +49,9 @@ class GradientFinisher {
   bool sharded_gradients() const { return reducer_ && reducer_->zero() >= 2; }  // zero 2, 3
   // Chunk c's gradients of its optimizer's range (element k is flat element begin + k).
   float* range_gradients(size_t c);
-  double global_norm();
+  bool norm_needs_host() const;
+  void add_square_sums();
+  double host_norm();
 
   GptShapes shapes_;
   Kernels& k_;
@@ -51,6 +60,9 @@ class GradientFinisher {
   const std::vector<std::unique_ptr<AdamW>>& optimizers_;
   GradientReducer* reducer_;
   double* norm_sums_ = nullptr;  // backend memory: squared gradient sums {sharded, replicated} of a step
+  float* clip_coef_ = nullptr;   // backend memory: the clip's factor (norm left there)
+  double norm_ = 0;              // the norm, once the host has it
+  bool norm_pending_ = false;    // the norm is still in norm_sums_
   std::vector<std::string> phases_;
 };
 

@@ -233,25 +233,27 @@ StepMetrics Trainer::train_step(int64_t step) {
   for (auto& chunk : chunks_)
     if (chunk->grads()) k_.fill(chunk->grads(), 0.f, chunk->layout().total());  // (zero 2, 3: start_step zeroes)
   if (reducer_) reducer_->start_step();
-  double loss_sum = executor_->train(
+  executor_->train(
       int(cfg_.micro_batches_per_step()),
       [&](int64_t mb, int32_t* inputs, int32_t* targets) { fill_micro_batch(*data_.train_sampler, step - 1, mb, inputs, targets); },
       float(1.0 / positions));
   pipeline_wait_s_ += executor_->last_wait_s();
-  const double grad_norm = finisher_->finish(t.grad_clip);
-  // The loss is known on the last stage of each DP replica; every rank reports the global batch's.
-  if (mesh_ && mesh_->pp().size() > 1) mesh_->pp().broadcast_host(&loss_sum, 1, mesh_->pp().size() - 1);
-  if (mesh_ && mesh_->dp().size() > 1) mesh_->dp().all_reduce_host(&loss_sum, 1);
+  finisher_->finish(t.grad_clip);
 
   StepMetrics m;
   m.step = step;
-  m.loss = loss_sum / positions;
   m.lr = learning_rate(t, step);
-  m.grad_norm = grad_norm;
   if (working_copy_) working_copy_->check_released();
   for (size_t c = 0; c < chunks_.size(); ++c)
     optimizers_[c]->update(range_parameters(c), range_gradients(c), m.lr, step);
   if (reducer_) reducer_->gather_parameters();
+  // The host reads the loss and the norm once, with the update queued behind them.
+  double loss_sum = executor_->take_loss_sum();
+  m.grad_norm = finisher_->take_norm();
+  // The loss is known on the last stage of each DP replica; every rank reports the global batch's.
+  if (mesh_ && mesh_->pp().size() > 1) mesh_->pp().broadcast_host(&loss_sum, 1, mesh_->pp().size() - 1);
+  if (mesh_ && mesh_->dp().size() > 1) mesh_->dp().all_reduce_host(&loss_sum, 1);
+  m.loss = loss_sum / positions;
   k_.fence();
   if (reducer_) m.dp_wait_ms = reducer_->last_exposed_s() * 1e3;
   m.memory = memory_account();

@@ -175,6 +175,53 @@ TEST_P(BasicOpsTest, DeviceSideSumsAccumulate) {
   EXPECT_NEAR(got[1], 0.5 + want_sum, 1e-9);
 }
 
+// Clipping with the norm left in backend memory follows clip_gradients' rule, written out here: the factor
+// max_norm / (sqrt(sharded + replicated) + 1e-6) in double, stored as float; none (1) at 1 or above.
+TEST_P(BasicOpsTest, ClipCoefficientAndScaleByFollowTheHostRule) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  struct Case {
+    double sharded, replicated, max_norm;
+  };
+  const Case cases[] = {{9.0, 16.0, 1.0},     // norm 5: scaled by ~0.2
+                        {0.09, 0.16, 1.0},    // norm 0.5: factor ~2, so none
+                        {3.0, 1.0, 2.0},      // norm 2: a factor just below 1 (float 0.9999995)
+                        {0.0, 0.0, 1.0},      // a zero gradient: none
+                        {nan, 0.0, 1.0},      // a NaN norm poisons the gradients, as on the host
+                        {inf, 0.0, 1.0}};     // an infinite one zeroes them
+  const int64_t n = 3001;
+  VecF v = random_vec(n, 21);
+  v[5] = -0.0f;
+  v[6] = std::numeric_limits<float>::quiet_NaN();
+  double* sums = k->alloc_double(2);
+  Buf coef(*k, 1);
+  for (const Case& c : cases) {
+    const double factor = c.max_norm / (std::sqrt(c.sharded + c.replicated) + 1e-6);
+    const float want = factor >= 1.0 ? 1.0f : float(factor);
+    const double host_sums[2] = {c.sharded, c.replicated};
+    // The sums arrive in backend memory as a step leaves them there: filled, then added onto.
+    k->fill_double(sums, 0.0, 2);
+    k->fill_double(sums, host_sums[0], 1);
+    k->fill_double(sums + 1, host_sums[1], 1);
+    k->clip_coefficient(coef.get(), sums, c.max_norm);
+    const float got = coef.host()[0];
+    EXPECT_TRUE(std::memcmp(&got, &want, sizeof got) == 0 || (std::isnan(got) && std::isnan(want)))
+        << "sums " << c.sharded << " + " << c.replicated << ", max_norm " << c.max_norm << ": got " << got
+        << ", want " << want;
+    Buf x(*k, v);
+    k->scale_by(x.get(), coef.get(), n);
+    const VecF o = x.host();
+    if (want == 1.0f) {
+      EXPECT_TRUE(same_bits(o, v)) << "a factor of 1 leaves the gradients untouched";
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        const float w = v[i] * want;
+        ASSERT_TRUE(std::memcmp(&o[i], &w, sizeof w) == 0 || (std::isnan(o[i]) && std::isnan(w))) << i;
+      }
+    }
+  }
+  k->free(sums);
+}
+
 TEST_P(BasicOpsTest, MemoryAccountFollowsAllocations) {
   const int64_t before = k->allocated_bytes();
   float* p = k->alloc(1000);

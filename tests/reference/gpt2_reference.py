@@ -26,6 +26,12 @@ activation) rounded to bf16 where they are produced (kept()); the residual strea
 own CPU mixed precision; a comparison run for trident's bf16 (benchmarks/precision/), not an exact reference.
 --autocast-policy cuda: with it, softmax, GELU and the cross-entropy in float32, as CUDA's autocast runs them
 (torch 1.13's CPU autocast runs them in bf16 on the GEMMs' bf16 outputs; cpu, the default).
+--autocast-gemm fp32-accumulate (the default): under --autocast bf16 the model's GEMMs (its linear layers and
+attention's two products, forward and backward) take bf16 operands, sum their products in float32 and
+round the result to bf16, as cuBLAS does under CUDA's autocast. native: torch's own CPU bf16 GEMM, which in
+torch 1.13 sums in bf16 when its second operand is not transposed (x @ W, P @ V, and the weight gradients:
+4096 products of ones sum to 256, a random 384-long product is 2% off; bf16_gemm_sum_of_ones() measures it,
+and `train` reports it); that is not the mixed precision the comparison is meant to judge.
 --bf16-params (train): bf16 parameters over float masters, as trident's train.precision = "bf16" keeps
 them: forward and backward see the GEMM weights and the token embedding rounded to bf16 (torch's round to
 nearest even) and what is read in fp32 (biases, LayerNorms, the position embedding) as their masters;
@@ -68,6 +74,50 @@ KEPT_BITS = None
 # Under --autocast bf16 --autocast-policy cuda: the ops CUDA's autocast runs in float32 and torch's CPU
 # autocast (1.13) leaves in bf16 when their input is bf16 (softmax, GELU's pow, the cross-entropy) in float32.
 FLOAT32_OPS = False
+
+
+# Under --autocast bf16: "fp32-accumulate" (Bf16Gemm for the model's GEMMs) or "native" (torch's own).
+AUTOCAST_GEMM = "fp32-accumulate"
+
+
+def bf16_gemm_sum_of_ones(n=4096):
+    """torch's CPU bf16 GEMM of a row of n ones by a column of n ones, in the layout of x @ W (neither operand
+    transposed): n (exact in bf16 for n = 4096) when it sums in float32, 256 when it sums in bf16."""
+    ones = torch.ones(1, n, dtype=torch.bfloat16)
+    return float(ones @ torch.ones(n, 1, dtype=torch.bfloat16))
+
+
+class Bf16Gemm(torch.autograd.Function):
+    """a @ b under bf16 mixed precision done as cuBLAS does it: bf16 operands, products summed in float32,
+    the result rounded to bf16; backward likewise from the bf16 output gradient, each input's gradient
+    rounded to bf16 (the gradient a bf16 GEMM hands back to autocast's cast). b is [K, N] (shared by every
+    row of a) or batched as a, [..., K, N]. The products of two bf16 numbers are exact in float32."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        with torch.autocast("cpu", enabled=False):
+            a16, b16 = a.to(torch.bfloat16), b.to(torch.bfloat16)
+            ctx.save_for_backward(a16, b16)
+            ctx.dtypes = (a.dtype, b.dtype)
+            return (a16.float() @ b16.float()).to(torch.bfloat16)
+
+    @staticmethod
+    def backward(ctx, g):
+        a16, b16 = ctx.saved_tensors
+        g = g.to(torch.bfloat16).float()
+        da = g @ b16.float().transpose(-2, -1)
+        if b16.dim() == 2:  # b shared by every row of a: its gradient sums over them
+            db = a16.float().reshape(-1, a16.shape[-1]).t() @ g.reshape(-1, g.shape[-1])
+        else:
+            db = a16.float().transpose(-2, -1) @ g
+        return (da.to(torch.bfloat16).to(ctx.dtypes[0]), db.to(torch.bfloat16).to(ctx.dtypes[1]))
+
+
+def matmul(a, b):
+    """a @ b for the model's GEMMs: under --autocast bf16 with --autocast-gemm fp32-accumulate, Bf16Gemm."""
+    if AUTOCAST_GEMM == "fp32-accumulate" and torch.is_autocast_cpu_enabled():
+        return Bf16Gemm.apply(a, b)
+    return a @ b
 
 
 def float32_op(x):
@@ -143,7 +193,7 @@ def attention_follows_matmul(HD):
 
 def linear(x, W, b=None):
     """x @ W (+ b) for the linear layers, W [in, out]: exact, or on rounded operands (MATMUL_BITS)."""
-    y = x @ W if MATMUL_BITS is None else RoundedMatmul.apply(x, W)
+    y = matmul(x, W) if MATMUL_BITS is None else RoundedMatmul.apply(x, W)
     return y if b is None else y + b
 
 
@@ -300,9 +350,9 @@ def logits_of(P, d, idx):
         if attention_follows_matmul(d.HD) or KEPT_BITS is not None:
             y = RoundedAttention.apply(q, k, v, attention_follows_matmul(d.HD))
         else:
-            scores = (q @ k.transpose(-2, -1)) / math.sqrt(d.HD)
+            scores = matmul(q, k.transpose(-2, -1)) / math.sqrt(d.HD)
             scores = scores.masked_fill(~mask, float("-inf"))
-            y = torch.softmax(float32_op(scores), dim=-1) @ v
+            y = matmul(torch.softmax(float32_op(scores), dim=-1), v)
         y = kept(y.transpose(1, 2).reshape(B, T, d.C))
         x = x + linear(y, P[p + "attn.c_proj.weight"], P[p + "attn.c_proj.bias"])
         h = kept(layer_norm(x, P[p + "ln_2.weight"], P[p + "ln_2.bias"]))
@@ -541,8 +591,9 @@ def train_model(P, T, forward_fn, a):
         raise SystemExit("--autocast bf16 needs --dtype float32 (autocast keeps float32 parameters)")
     autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if a.autocast == "bf16"
                 else contextlib.nullcontext())
-    global FLOAT32_OPS
+    global FLOAT32_OPS, AUTOCAST_GEMM
     FLOAT32_OPS = a.autocast == "bf16" and a.autocast_policy == "cuda"
+    AUTOCAST_GEMM = a.autocast_gemm
     masters = {k: p.detach().clone() for k, p in P.items()} if a.bf16_params else None
     progress = open(a.progress, "w") if a.progress else None
     for step in range(1, (a.stop_after or a.steps) + 1):
@@ -581,6 +632,9 @@ def train_model(P, T, forward_fn, a):
             progress.write(json.dumps(history[-1]) + "\n")
             progress.flush()
     result = {"dtype": a.dtype, "autocast": a.autocast, "bf16_params": a.bf16_params, "steps": history}
+    if a.autocast == "bf16":
+        result.update(autocast_policy=a.autocast_policy, autocast_gemm=a.autocast_gemm,
+                      torch_version=torch.__version__, torch_bf16_gemm_sum_of_4096_ones=bf16_gemm_sum_of_ones())
     if a.out_weights:
         write_safetensors(a.out_weights, {k: p.detach().numpy() for k, p in P.items()}, "F64")
         result["weights"] = a.out_weights
@@ -613,6 +667,9 @@ def add_train_arguments(t):
     t.add_argument("--autocast-policy", choices=["cpu", "cuda"], default="cpu",
                    help="cpu: torch's CPU autocast as it is (softmax, GELU and the loss in bf16 on bf16 inputs); "
                         "cuda: those in float32, as CUDA's autocast runs them")
+    t.add_argument("--autocast-gemm", choices=["fp32-accumulate", "native"], default="fp32-accumulate",
+                   help="fp32-accumulate: the model's GEMMs on bf16 operands with float32 sums and bf16 results, as "
+                        "cuBLAS under CUDA's autocast; native: torch's CPU bf16 GEMM (torch 1.13 sums in bf16)")
     t.add_argument("--bf16-params", action="store_true",
                    help="forward and backward on bf16-rounded GEMM weights and token embedding, AdamW on float masters")
     t.add_argument("--out-weights")
@@ -716,6 +773,21 @@ def cmd_selftest(a):
     MATMUL_BITS = saved_bits
     errors["rounded_attention_unrounded"] = max(float((y_ours - y_torch).abs().max()),
                                                 *(float((a - b).abs().max()) for a, b in zip(grads_ours, grads_torch)))
+    # Bf16Gemm against float64 on integer operands (their products and sums exact in float32), batched and
+    # with a shared [K, N] operand, forward and both gradients: each the exact result rounded to bf16.
+    r16 = lambda x: round_significand(x.double(), 8)  # noqa: E731
+    for a_shape, b_shape in (((2, 3, 40, 33), (2, 3, 33, 17)), ((5, 40, 33), (33, 17))):
+        a_in, b_in = (torch.randint(-9, 10, s).float().requires_grad_() for s in (a_shape, b_shape))
+        g_out = torch.randint(-9, 10, a_shape[:-1] + b_shape[-1:]).to(torch.bfloat16)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y16 = Bf16Gemm.apply(a_in, b_in)
+        da, db = torch.autograd.grad(y16, (a_in, b_in), g_out)
+        a64, b64, g64 = a_in.detach().double(), b_in.detach().double(), g_out.double()
+        db64 = (a64.reshape(-1, a64.shape[-1]).t() @ g64.reshape(-1, g64.shape[-1]) if b64.dim() == 2
+                else a64.transpose(-2, -1) @ g64)
+        errors[f"bf16_gemm_{len(b_shape)}d_operand"] = max(
+            float((y16.double() - r16(a64 @ b64)).abs().max()), float((da.double() - r16(g64 @ b64.transpose(-2, -1))).abs().max()),
+            float((db.double() - r16(db64)).abs().max()), 0.0 if (y16.dtype, da.dtype) == (torch.bfloat16, torch.float32) else 1.0)
     # The safetensors writer and reader round trip.
     import os
     import tempfile

@@ -217,7 +217,7 @@ def apply_rope(x, cos, sin):
 
 
 def linear(x, P, name):
-    y = x @ P[name + ".weight"].t()
+    y = g.matmul(x, P[name + ".weight"].t())  # Bf16Gemm under --autocast bf16
     b = P.get(name + ".bias")
     return y if b is None else y + b
 
@@ -225,7 +225,7 @@ def linear(x, P, name):
 def attention_scores(q, k, d):
     """q [B, NH, T, HD], k [B, KVH, T, HD] (both rotated) -> scaled scores [B, NH, T, T], no mask."""
     k = k.repeat_interleave(d.NH // d.KVH, dim=1)  # kv head j serves query heads j*group .. j*group+group-1
-    return (q @ k.transpose(-2, -1)) / math.sqrt(d.HD)
+    return g.matmul(q, k.transpose(-2, -1)) / math.sqrt(d.HD)
 
 
 def logits_of(P, d, idx):
@@ -245,13 +245,13 @@ def logits_of(P, d, idx):
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         scores = attention_scores(q, k, d).masked_fill(~mask, float("-inf"))
         att = torch.softmax(scores, dim=-1)
-        y = (att @ v.repeat_interleave(group, dim=1)).transpose(1, 2).reshape(B, T, d.NH * d.HD)
+        y = g.matmul(att, v.repeat_interleave(group, dim=1)).transpose(1, 2).reshape(B, T, d.NH * d.HD)
         x = x + linear(y, P, p + "self_attn.o_proj")
         h = rms_norm(x, P[p + "post_attention_layernorm.weight"], d.eps)
         x = x + linear(silu(linear(h, P, p + "mlp.gate_proj")) * linear(h, P, p + "mlp.up_proj"), P, p + "mlp.down_proj")
     x = rms_norm(x, P["model.norm.weight"], d.eps)
     head = P["model.embed_tokens.weight"] if d.tied else P["lm_head.weight"]
-    return x @ head.t()
+    return g.matmul(x, head.t())
 
 
 def forward(P, d, idx, targets):
