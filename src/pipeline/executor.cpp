@@ -81,7 +81,6 @@ void PipelineExecutor::run(const std::vector<PipeOp>& ops, const Fetch& fetch, f
   int alive = 0;
   last_wait_s_ = 0;
   last_peak_ = 0;
-  const double step_start = MPI_Wtime();
   for (size_t i = 0; i < ops.size(); ++i) {
     const PipeOp& op = ops[i];
     const Key fwd_key{true, op.chunk, op.micro_batch};
@@ -138,7 +137,6 @@ void PipelineExecutor::run(const std::vector<PipeOp>& ops, const Fetch& fetch, f
   TRIDENT_CHECK(recvs_.empty() && forward_sends_.empty() && slots.empty(),
                 "pipeline step ended with {} receives, {} sends and {} micro-batches outstanding", recvs_.size(),
                 forward_sends_.size(), slots.size());
-  last_step_s_ = MPI_Wtime() - step_start;
 }
 
 // The loss was summed in backend memory by the chunk holding the head: one copy to the host per step.

@@ -48,7 +48,6 @@ class PipelineExecutor {
 
   // Seconds this rank waited for boundary messages during the last train() / in total.
   double last_wait_s() const { return last_wait_s_; }
-  double last_step_s() const { return last_step_s_; }
   const std::vector<TraceEvent>& trace() const { return trace_; }
   void set_tracing(bool on) { tracing_ = on; }
   // Most micro-batches alive at once on this stage during the last train().
@@ -79,7 +78,7 @@ class PipelineExecutor {
   std::vector<std::pair<Request, float*>> grad_sends_;  // until the end of the step
   std::vector<int32_t> inputs_, targets_;
   bool tracing_ = false;
-  double origin_ = 0, last_wait_s_ = 0, last_step_s_ = 0;
+  double origin_ = 0, last_wait_s_ = 0;
   int last_peak_ = 0;
   int fault_stage_ = -1;
   std::vector<TraceEvent> trace_;

@@ -43,16 +43,18 @@ void GradientFinisher::finish(double grad_clip) {
   }
   add_square_sums();
   norm_pending_ = !norm_needs_host();
-  if (!norm_pending_) norm_ = host_norm();
+  if (norm_pending_) {
+    if (grad_clip > 0) k_.clip_coefficient(clip_coef_, norm_sums_, grad_clip);
+  } else {
+    norm_ = host_norm();
+  }
   phases_.push_back("norm");
-  if (norm_pending_ && grad_clip > 0) k_.clip_coefficient(clip_coef_, norm_sums_, grad_clip);
   for (size_t c = 0; c < chunks_.size(); ++c) {
-    const AdamW& opt = *optimizers_[c];
-    if (norm_pending_) {
-      if (grad_clip > 0) k_.scale_by(range_gradients(c), clip_coef_, opt.end() - opt.begin());
-    } else {
-      clip_gradients(k_, range_gradients(c), opt.end() - opt.begin(), norm_, grad_clip);
-    }
+    const int64_t n = optimizers_[c]->end() - optimizers_[c]->begin();
+    if (!norm_pending_)
+      clip_gradients(k_, range_gradients(c), n, norm_, grad_clip);
+    else if (grad_clip > 0)
+      k_.scale_by(range_gradients(c), clip_coef_, n);
   }
   phases_.push_back("clip");
 }
