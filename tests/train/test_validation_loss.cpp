@@ -18,7 +18,7 @@
 namespace trident::test {
 namespace {
 
-constexpr int64_t T = 16, kGlobalBatch = 4, kValSteps = 3;
+constexpr int64_t kSeqLen = 16, kGlobalBatch = 4, kValSteps = 3;
 
 std::string random_bytes_file(std::vector<uint8_t>& bytes) {
   std::mt19937 gen(3);
@@ -35,15 +35,15 @@ double forward_only_loss(const Config& cfg, Kernels& kernels, const float* param
   GptModel model(GptShapes::from(cfg.model), kernels, Recompute::None, /*B=*/1);
   std::copy(params, params + model.layout().total(), model.params());  // host memory: the CPU backend
   double sum = 0;
-  std::vector<int32_t> inputs(T), targets(T);
+  std::vector<int32_t> inputs(kSeqLen), targets(kSeqLen);
   for (int64_t w = 0; w < windows; ++w) {
-    for (int64_t t = 0; t < T; ++t) {
-      inputs[size_t(t)] = bytes[size_t(w * T + t)];
-      targets[size_t(t)] = bytes[size_t(w * T + t + 1)];
+    for (int64_t t = 0; t < kSeqLen; ++t) {
+      inputs[size_t(t)] = bytes[size_t(w * kSeqLen + t)];
+      targets[size_t(t)] = bytes[size_t(w * kSeqLen + t + 1)];
     }
     sum += model.forward_loss(inputs.data(), targets.data());
   }
-  return sum / double(windows * T);
+  return sum / double(windows * kSeqLen);
 }
 
 TEST(ValidationLoss, EqualsAForwardOnlyComputationOfTheCurrentWeights) {
@@ -52,7 +52,7 @@ TEST(ValidationLoss, EqualsAForwardOnlyComputationOfTheCurrentWeights) {
   const Config cfg = parse_deck(kTinyTextDeck, "test.toml",
                                 {"data.val_path=" + val_path, fmt::format("data.val_steps={}", kValSteps)});
   ASSERT_EQ(cfg.train.global_batch, kGlobalBatch);
-  ASSERT_EQ(cfg.model.seq_len, T);
+  ASSERT_EQ(cfg.model.seq_len, kSeqLen);
   auto kernels = make_kokkos_kernels();
   Trainer trainer(cfg, *kernels);
   const double before = forward_only_loss(cfg, *kernels, trainer.model().params(), bytes);
@@ -79,7 +79,7 @@ TEST(ValidationLoss, AllCoversEveryWholeWindowOnce) {
   Trainer trainer(cfg, *kernels);
   const EvalTotals totals = trainer.evaluate(kValStepsAll);
   EXPECT_EQ(totals.windows, 255);
-  EXPECT_EQ(totals.positions, 255 * T);
+  EXPECT_EQ(totals.positions, 255 * kSeqLen);
   const double expected = forward_only_loss(cfg, *kernels, trainer.model().params(), bytes, 255);
   EXPECT_NEAR(totals.mean_loss(), expected, 1e-6 * expected);
   EXPECT_NEAR(trainer.validation_loss(), expected, 1e-6 * expected);
