@@ -30,9 +30,7 @@ entries+="|test_(kernels_cuda|gpusim_kernels|gpusim_kernels_reverse)_np1)$"
 
 if [[ $what == build || $what == all ]]; then
   # -g1: line tables only (file:line in the sanitizers' stack traces), a faster build than full -g.
-  generator=()
-  [[ -f $build/CMakeCache.txt ]] || generator=(-G Ninja)  # as the Makefile's trees (Makefile: generator)
-  cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DTRIDENT_SANITIZE=ON \
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DTRIDENT_SANITIZE=ON \
     -DTRIDENT_GPU_SIM=ON -DTRIDENT_BUILD_BENCHMARKS=OFF ${CMAKE_ARGS_ASAN:-}
   cmake --build "$build" -j"$jobs" --target trident "${programs[@]}"
 fi
