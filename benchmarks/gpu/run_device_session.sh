@@ -9,6 +9,8 @@
 # Phases, each under its own limit so that a hang leaves the others' results:
 #   compare   benchmarks/gpu/compare_bf16.sh with DEVICE_TESTS=gpu: the build, `ctest -L gpu`, then
 #             trident, llm.c and PyTorch at GPT-2 124M and 774M in bf16 (one table, compare_bf16.md)
+#   attention benchmarks/gpu/pytorch_attention.py: PyTorch's flash attention at the 124M and 774M
+#             attention shapes, the reference for the kernels table's attention rows
 #   kernels   benchmarks/gpu/run_cuda_kernels.sh at 124M: every CUDA op's time and the step they add up
 #             to, to set beside the measured step (the machine has no profiler)
 #   autocast  (when .device-deps/precision/ holds the shard) #26's PyTorch CPU bf16 autocast run with
@@ -49,6 +51,23 @@ LOG_DIR="$work/compare" DEVICE_TESTS=gpu TOTAL_S=$(( ${COMPARE_S:-400} < $(left)
   bash "$here/compare_bf16.sh" >"$work/compare.out" 2>&1
 say "compare: rc=$? in $((SECONDS - t0)) s"
 grep -E "^compare_bf16:|tests passed|\*\*\*Failed|summary:" "$work/compare.out" >>"$summary"
+
+# PyTorch's flash attention at the comparison's attention shapes (124M: B 16 x 12 heads; 774M: B 8 x 20
+# heads; T 1024, head size 64): the same-session reference for the kernels table's attention rows.
+t0=$SECONDS
+limit=$(left)
+if [ "$limit" -gt 60 ]; then
+  for shape in "16 12" "8 20"; do
+    read -r batch heads <<<"$shape"
+    timeout -k 5 40 "${PYTHON:-/opt/torch/.venv/bin/python3}" "$here/pytorch_attention.py" --batch "$batch" \
+      --heads "$heads" >>"$work/pytorch-attention.out" 2>&1
+    say "pytorch attention B $batch NH $heads: rc=$?"
+  done
+  grep "^RESULT" "$work/pytorch-attention.out" >>"$summary"
+  say "pytorch attention: in $((SECONDS - t0)) s"
+else
+  say "pytorch attention: not run ($limit s left)"
+fi
 
 t0=$SECONDS
 limit=$(left)

@@ -77,7 +77,7 @@ void attention_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dqkv
                         const float* qkv, const float* out, const float* lse, int64_t B, int64_t T, int64_t NH,
                         int64_t KVH, int64_t HD);
 
-// ---- attention_tc.cu: tensor cores (WMMA, bf16 operands, fp32 accumulation), HD 64 and 128 ----
+// ---- attention_tc.cu: tensor cores (mma.sync, bf16 operands, fp32 accumulation), HD 64 and 128 ----
 bool tensor_core_attention_supported(int64_t HD);
 void attention_forward_tc(cudaStream_t stream, float* out, float* lse, const float* qkv, int64_t B, int64_t T,
                           int64_t NH, int64_t KVH, int64_t HD);

@@ -155,9 +155,15 @@ class PeakTables(unittest.TestCase):
 
 class Scripts(unittest.TestCase):
     def test_shell_syntax(self):
-        for name in ("compare_bf16.sh", "stage_llmc.sh", "build_llmc.sh", "llmc_cuda13.sh"):
+        for name in ("compare_bf16.sh", "stage_llmc.sh", "build_llmc.sh", "llmc_cuda13.sh",
+                     "run_device_session.sh"):
             r = subprocess.run(["bash", "-n", os.path.join(GPU, name)], capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, name + ": " + r.stderr)
+
+    def test_python_syntax(self):
+        for name in ("pytorch_gpu_step.py", "pytorch_attention.py", "compare_table.py", "llmc_shards.py"):
+            with open(os.path.join(GPU, name)) as f:
+                compile(f.read(), name, "exec")  # raises SyntaxError
 
     def test_cuda13_patch_turns_the_fallback_into_an_error_exit(self):
         # A stand-in with the two lines the patch replaces (the shape it checks for), not llm.c's file.
