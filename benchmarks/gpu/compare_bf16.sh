@@ -28,6 +28,7 @@
 #   token shards                      3 s    30 s
 #   trident 124M B16                 20 s   100 s   ~225 ms/step (112 ms at B 8) x 32 + start
 #   trident 774M B8                  45 s   150 s   ~0.7 s/step x 32 + start and init of 774M
+#   trident 124M op profile          15 s   100 s   OP_PROFILE=1 only: 6 steps, each op waited for
 #   llm.c 124M B16                   10 s    60 s   ~51 ms/step x 32 + start
 #   llm.c 774M B8                    15 s    90 s   ~143 ms/step x 32 + start
 #   PyTorch 124M B16                 70 s   150 s   import + torch.compile (~50 s) + 35 x 39 ms
@@ -119,6 +120,19 @@ for s in "${shapes[@]}"; do
     --set runtime.log_every=1 --set runtime.metrics="$logs/trident-$name.jsonl"
   grep -E "throughput reference|summary:" "$logs/trident-$name.log"
 done
+# OP_PROFILE=1: the 124M step once more, 6 steps, with runtime.op_profile (every operation waited for and
+# timed: the profile the machine's missing profiler would give), into trident-124M-ops.json and the table
+# of its log, trident-124M-ops.log.
+if [ "${OP_PROFILE:-0}" = 1 ] && [ "$trident_ok" = 1 ]; then
+  phase trident-124M-ops 100 "$logs/trident-124M-ops.log" \
+    bash -c 'source .device-deps/device-env.sh >/dev/null && exec "$@"' _ \
+    "$build/trident" train "$here/../model/gpt2-124m-bench.toml" --set model.seq_len=1024 \
+    --set model.layers=12 --set model.hidden=768 --set model.heads=12 --set train.micro_batch=16 \
+    --set train.global_batch=16 --set train.steps=6 --set train.precision=bf16 --set model.vocab_pad_to=64 \
+    --set runtime.backend=cuda --set data.format=llmc --set data.path="$shards/rand_train_*.bin" \
+    --set runtime.op_profile="$logs/trident-124M-ops.json"
+  sed -n '/op profile of rank 0/,/more in the JSON/p' "$logs/trident-124M-ops.log"
+fi
 for s in "${shapes[@]}"; do
   read -r name L C NH B <<<"$s"
   [ "$llmc_ok" = 1 ] || break

@@ -8,7 +8,8 @@
 #   bash benchmarks/gpu/stage_autocast.sh BUILD  the accuracy run's token shard (optional)
 # Phases, each under its own limit so that a hang leaves the others' results:
 #   compare   benchmarks/gpu/compare_bf16.sh with DEVICE_TESTS=gpu: the build, `ctest -L gpu`, then
-#             trident, llm.c and PyTorch at GPT-2 124M and 774M in bf16 (one table, compare_bf16.md)
+#             trident, llm.c and PyTorch at GPT-2 124M and 774M in bf16 (one table, compare_bf16.md),
+#             and (OP_PROFILE=1) trident's 124M step with runtime.op_profile: its time per operation
 #   attention benchmarks/gpu/pytorch_attention.py: PyTorch's flash attention at the 124M and 774M
 #             attention shapes, the reference for the kernels table's attention rows
 #   kernels   benchmarks/gpu/run_cuda_kernels.sh at 124M: every CUDA op's time and the step they add up
@@ -47,10 +48,11 @@ else
 fi
 
 t0=$SECONDS
-LOG_DIR="$work/compare" DEVICE_TESTS=gpu TOTAL_S=$(( ${COMPARE_S:-400} < $(left) ? ${COMPARE_S:-400} : $(left) )) \
+LOG_DIR="$work/compare" DEVICE_TESTS=gpu OP_PROFILE=1 TOTAL_S=$(( ${COMPARE_S:-400} < $(left) ? ${COMPARE_S:-400} : $(left) )) \
   bash "$here/compare_bf16.sh" >"$work/compare.out" 2>&1
 say "compare: rc=$? in $((SECONDS - t0)) s"
 grep -E "^compare_bf16:|tests passed|\*\*\*Failed|summary:" "$work/compare.out" >>"$summary"
+sed -n '/op profile of rank 0/,/more in the JSON/p' "$work/compare/trident-124M-ops.log" >>"$summary" 2>/dev/null
 
 # PyTorch's flash attention at the comparison's attention shapes (124M: B 16 x 12 heads; 774M: B 8 x 20
 # heads; T 1024, head size 64): the same-session reference for the kernels table's attention rows.
@@ -93,7 +95,8 @@ if [ -n "$autocast_pid" ]; then
   say "autocast: $steps of 300 steps logged in $work/autocast"
 fi
 
-cp "$work/compare/compare_bf16.md" "$work/kernels/cuda-kernels-124m.txt" "$out"/ 2>/dev/null
+cp "$work/compare/compare_bf16.md" "$work/kernels/cuda-kernels-124m.txt" "$work/compare/trident-124M-ops.json" \
+  "$out"/ 2>/dev/null
 cp "$work/autocast/pytorch.jsonl" "$out"/autocast-pytorch.jsonl 2>/dev/null
 say "done in $((SECONDS - start)) s"
 cp "$summary" "$out"/

@@ -36,6 +36,7 @@ Config evaluation_config(Config cfg, const std::string& checkpoint, const std::s
   cfg.checkpoint.every_minutes = 0;
   cfg.runtime.metrics.clear();
   cfg.runtime.trace.clear();
+  cfg.runtime.op_profile.clear();
   return cfg;
 }
 

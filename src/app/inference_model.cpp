@@ -52,6 +52,7 @@ Config load_inference_deck(const DeckArgs& args, const std::string& checkpoint_a
   cfg.checkpoint.every_minutes = 0;
   cfg.runtime.metrics.clear();
   cfg.runtime.trace.clear();
+  cfg.runtime.op_profile.clear();
   cfg.train.sample_every = 0;
   check_supported(cfg);
   return cfg;

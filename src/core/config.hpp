@@ -149,6 +149,7 @@ struct RuntimeConfig {
   Comm comm = Comm::Mpi;     // how tensors in the backend's memory travel; resolved: nccl on cuda, mpi on cpu
   double peak_tflops = 0;    // for MFU; 0 = the backend's own figure
   std::string trace;         // Chrome trace JSON path; empty = none
+  std::string op_profile;    // per-operation time table (JSON) path; empty = none (kernels/profiled_kernels.hpp)
   double collective_timeout_s = 300;   // watchdog limit of one communication; 0 = off
   double checkpoint_timeout_s = 3600;  // watchdog limit of a checkpoint write or read; 0 = off
   bool memory_check = true;  // refuse to train a layout whose planner estimate exceeds the memory available

@@ -21,6 +21,7 @@ void check_supported(const Config& cfg) {
 void check_output_paths(const Config& cfg) {
   if (!cfg.runtime.metrics.empty()) check_output_path("[runtime] metrics", cfg.runtime.metrics);
   if (!cfg.runtime.trace.empty()) check_output_path("[runtime] trace", cfg.runtime.trace);
+  if (!cfg.runtime.op_profile.empty()) check_output_path("[runtime] op_profile", cfg.runtime.op_profile);
 }
 
 void check_checkpoint_and_model_paths(const Config& cfg) {

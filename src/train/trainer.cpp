@@ -24,6 +24,7 @@
 #include "pipeline/partition.hpp"
 #include "safetensors/safetensors_set.hpp"
 #include "train/checkpointing.hpp"
+#include "train/op_profile_report.hpp"
 #include "train/memory_report.hpp"
 #include "train/preflight.hpp"
 #include "train/peak_throughput.hpp"
@@ -75,7 +76,10 @@ OutputFailure write_metrics(MetricsWriter& metrics, const StepMetrics& m) {
 }  // namespace
 
 Trainer::Trainer(const Config& cfg, Kernels& kernels, ParallelMesh* mesh, Use use)
-    : cfg_(cfg), k_(kernels), mesh_(mesh) {
+    : cfg_(cfg),
+      profiled_(cfg.runtime.op_profile.empty() ? nullptr : std::make_unique<ProfiledKernels>(kernels)),
+      k_(profiled_ ? *profiled_ : kernels),
+      mesh_(mesh) {
   TRIDENT_CHECK(mesh_ || cfg_.mesh.world_size() == 1, "a parallel layout needs a ParallelMesh");
   check_supported(cfg_);
   k_.set_matmul_precision(cfg_.train.gemm_precision());
@@ -327,6 +331,29 @@ OutputFailure Trainer::write_trace() const {
   return OutputFailure(failure);
 }
 
+OutputFailure Trainer::write_op_profile(int64_t steps, double step_ms) const {
+  const int rank = mesh_ ? mesh_->world_rank() : 0;
+  const std::string mine = op_profile_json(*profiled_, rank, steps, step_ms).dump();
+  const std::vector<std::string> texts = mesh_ ? mesh_->world().gather_strings_host(mine) : std::vector<std::string>{mine};
+  int32_t failure = int32_t(OutputFailure::None);
+  if (rank == 0) {
+    nlohmann::json ranks = nlohmann::json::array();
+    for (const std::string& text : texts) ranks.push_back(nlohmann::json::parse(text));
+    constexpr int kLoggedOps = 25;
+    log::info("{}", format_op_profile(ranks.at(0), kLoggedOps));
+    try {
+      write_file_atomically("[runtime] op_profile", cfg_.runtime.op_profile,
+                            nlohmann::json{{"ranks", ranks}}.dump(1) + "\n");
+      log::info("op profile written to {}", cfg_.runtime.op_profile);
+    } catch (const OutputError& e) {
+      log::error("{}; the run's other results stand (exit status {})", e.what(), kExitOutputFailed);
+      failure = int32_t(e.retryable() ? OutputFailure::Retryable : OutputFailure::Permanent);
+    }
+  }
+  if (mesh_) mesh_->world().broadcast_host(&failure, 1, 0);  // every rank exits with the same status
+  return OutputFailure(failure);
+}
+
 float* Trainer::range_parameters(size_t c) const {
   if (optimizers_[c]->masters()) return optimizers_[c]->masters();
   return reducer_ ? reducer_->range_parameters(int(c)) : chunks_[c]->params();
@@ -451,6 +478,7 @@ std::vector<StepMetrics> Trainer::run() {
   }
   std::vector<StepMetrics> history;
   double total_ms = 0;
+  std::optional<double> warmup_ms;  // runtime.op_profile: the first step's time, when the profile leaves it out
   mark_training_started();  // SIGTERM now means "checkpoint at the next step boundary"
   const auto run_start = std::chrono::steady_clock::now();
   for (int64_t step = first_step_; step <= t.steps; ++step) {
@@ -460,6 +488,10 @@ std::vector<StepMetrics> Trainer::run() {
     else
       m = train_step(step);
     total_ms += m.step_ms;
+    if (profiled_ && step == first_step_ && step < t.steps) {  // the first step warms up: not profiled
+      profiled_->reset();
+      warmup_ms = m.step_ms;
+    }
     m.eta_s = total_ms / double(step - first_step_ + 1) * double(t.steps - step) / 1e3;
     if (data_.val_sampler && cfg_.data.val_every > 0 && step % cfg_.data.val_every == 0) m.val_loss = validation_loss();
     if (samples_ && samples_->due(step)) m.sample = sample_text(step);
@@ -522,6 +554,12 @@ std::vector<StepMetrics> Trainer::run() {
                  chunks_[0]->activation_bytes().peak_slots, act_peak / 1048576.0);
   log_memory_per_rank(memory_account(), mesh_);
   if (!cfg_.runtime.trace.empty() && write_trace() != OutputFailure::None && exit_code_ == 0)
+    exit_code_ = kExitOutputFailed;
+  const int64_t profiled_steps = int64_t(history.size()) - (warmup_ms ? 1 : 0);
+  if (profiled_ && profiled_steps > 0 &&
+      write_op_profile(profiled_steps, (total_ms - warmup_ms.value_or(0.0)) / double(profiled_steps)) !=
+          OutputFailure::None &&
+      exit_code_ == 0)
     exit_code_ = kExitOutputFailed;
   return history;
 }

@@ -14,6 +14,7 @@
 #include "data_parallel/grad_reducer.hpp"
 #include "core/config.hpp"
 #include "kernels.hpp"
+#include "profiled_kernels.hpp"
 #include "model/bf16_working_copy.hpp"
 #include "model/gpt.hpp"
 #include "optim/adamw.hpp"
@@ -108,8 +109,12 @@ class Trainer {
   void publish_working_copy();
   // Rank 0 writes every rank's timeline; returns the failure, if any, on every rank.
   OutputFailure write_trace() const;
+  // runtime.op_profile: every rank's table of `steps` steps (rank 0 writes the file and logs its own);
+  // returns the failure, if any, on every rank.
+  OutputFailure write_op_profile(int64_t steps, double step_ms) const;
 
   Config cfg_;
+  std::unique_ptr<ProfiledKernels> profiled_;  // runtime.op_profile: k_ is this wrapper of the backend's queue
   Kernels& k_;
   ParallelMesh* mesh_;
   GptShapes shapes_;

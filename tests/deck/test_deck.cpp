@@ -431,6 +431,7 @@ std::vector<KeyRow> key_rows() {
        "", "", {}},
       {"runtime", "peak_tflops", "float", "0", "0.0", "a number >= 0", "0.0", "-0.5", "1e300", "inf", {}},
       {"runtime", "trace", "string", "\"\"", "\"\"", "empty, or a file path", "", "", "", "", {}},
+      {"runtime", "op_profile", "string", "\"\"", "\"\"", "empty, or a file path", "", "", "", "", {}},
       {"runtime", "collective_timeout_s", "float", "300", "300.0", "a number >= 0", "0.0", "-0.5", "1e300", "inf", {}},
       {"runtime", "checkpoint_timeout_s", "float", "3600", "3600.0", "a number >= 0", "0.0", "-0.5", "1e300", "inf", {}},
       {"runtime", "memory_check", "boolean", "true", "true", "true or false", "", "", "", "", {}},

@@ -373,5 +373,37 @@ TEST(GpuCheckpoints, Bf16RunResumesBitwiseOnGpu) {
   expect_gpu_checkpoint_resumes("--set train.precision=bf16", 3e-5);
 }
 
+// runtime.op_profile on the CUDA backend, how the GPU machine (no profiler) profiles a step: the profiled
+// run's losses equal the plain run's bit for bit (the wrapper only waits after each operation), and the
+// table has each layer operation once per layer and micro-batch (the deck: 2 layers, global batch 4 of
+// micro-batches of 2) in each of the 5 steps after the first (left out: it warms up).
+TEST(GpuOpProfile, ProfilesTheCudaStepWithoutChangingIt) {
+  TRIDENT_REQUIRE_GPU();
+  const std::string dir = make_temp_dir("trident-gpu-op-profile");
+  const std::string deck = dir + "/deck.toml";
+  write_file(deck, training_deck(write_text_data(dir), 1));  // head size 64: the tensor-core attention
+  const std::string cuda = "--set runtime.backend=cuda --set train.precision=bf16";
+  const TrainRun plain = train(deck, dir + "/plain", cuda);
+  const TrainRun profiled = train(deck, dir + "/profiled", cuda + " --set runtime.op_profile=" + dir + "/ops.json");
+  ASSERT_EQ(plain.rc, 0) << plain.out;
+  ASSERT_EQ(profiled.rc, 0) << profiled.out;
+  ASSERT_EQ(plain.loss.size(), 6u) << plain.out;
+  EXPECT_EQ(profiled.loss, plain.loss) << profiled.out;
+  EXPECT_NE(profiled.out.find("op profile of rank 0 over 5 step(s)"), std::string::npos) << profiled.out;
+  std::ifstream f(dir + "/ops.json");
+  ASSERT_TRUE(f.good()) << profiled.out;
+  const auto rank0 = nlohmann::json::parse(f).at("ranks").at(0);
+  EXPECT_EQ(rank0.at("steps").get<int>(), 5);
+  std::map<std::string, double> calls;
+  for (const auto& op : rank0.at("ops")) {
+    calls[op.at("op").get<std::string>()] = op.at("calls_per_step").get<double>();
+    EXPECT_GT(op.at("total_ms").get<double>(), 0.0) << op.dump();
+  }
+  EXPECT_EQ(calls["attention_forward B2 T64 NH1 KVH1 HD64"], 4.0) << rank0.dump(1);
+  EXPECT_EQ(calls["attention_backward B2 T64 NH1 KVH1 HD64"], 4.0) << rank0.dump(1);
+  EXPECT_EQ(calls["matmul_forward 128x64x192"], 4.0) << "the qkv GEMM, N 128 = 2 x 64 rows\n" << rank0.dump(1);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace trident::test
