@@ -471,7 +471,8 @@ std::vector<KeySpec> build() {
                    "Chrome trace JSON of the per-stage timeline; empty = none."));
   k.push_back(text("runtime", "op_profile", &RuntimeConfig::op_profile, &Config::runtime, "empty, or a file path",
                    "Time every backend operation (each waited for in turn, so nothing overlaps and each "
-                   "includes one wait's latency) from the second step on, and write the table of time per "
+                   "includes one wait's latency) from the second step on (a validation or sample in those steps "
+                   "counts too), and write the table of time per "
                    "operation and shape, every rank's, to this JSON file; rank 0's is logged. For machines "
                    "without a profiler; steps run slower. Empty = none."));
   k.push_back(real("runtime", "collective_timeout_s", &RuntimeConfig::collective_timeout_s, &Config::runtime, 0.0,
