@@ -15,9 +15,9 @@
 //            dP = dout v^T; dS = P (dP - D); dS rounded before dQ = dS k and dK = dS^T q (both times
 //            scale, in fp32, at the end); P rounded before dV = P^T dout.
 // Blocks of 4 warps work on tiles of kTile = 64 rows (queries or keys), zero-padded past T, loaded into
-// shared memory as bf16 rows of HD, padded by 16 bytes so that a fragment's 32-bit loads, and ldmatrix's
-// eight rows, hit 32 different banks. Where a tile is a B operand whose k index runs down its rows (v in
-// P v, q and dout in dK and dV, k in dQ) ldmatrix.trans transposes its blocks on the way to registers.
+// shared memory as bf16 rows of HD, padded by 16 bytes so that each 8 rows an ldmatrix reads hit 32
+// different banks; every fragment comes from one ldmatrix, and where a tile is a B operand whose k index
+// runs down its rows (v in P v, q and dout in dK and dV, k in dQ) ldmatrix.trans transposes its blocks.
 // Warp w owns the tile's 16 rows [16w, 16w + 16):
 //   forward   block = (b, h, query tile): loop over key tiles up to the diagonal; S (16 x 64) in registers,
 //             online softmax on it, P re-packed into A fragments, out (16 x HD) accumulated in registers.
@@ -64,8 +64,8 @@ constexpr int kHalf = 32;      // backward: queries (dK/dV) or keys (dQ) per inn
 static_assert(kTile == kWarps * kWarpRows, "each warp owns one 16-row strip of a tile");
 
 // Row stride (elements) and byte sizes of the shared-memory tiles. 8 elements (16 bytes) of padding per
-// row: a row is then 4 banks past the one above it modulo 32, so the 8 groups of a fragment load, each
-// reading 4 consecutive words of its own row, and ldmatrix's 8 rows of 4 words, hit 32 different banks.
+// row: a row is then 4 banks past the one above it modulo 32, so ldmatrix's 8 rows of 4 words (16 bytes)
+// hit 32 different banks.
 template <int HD>
 struct TileShapes {
   static constexpr int kLd = HD + 8;
@@ -164,9 +164,10 @@ __device__ float group_sum(float x) {
 }
 
 // acc[n] = A B_n for n < n_blocks (the others zero): A the 16 rows of HD at a (row stride lda), B_n^T the
-// 8 rows of HD at b + 8 n ldb. The k order is fixed: ascending.
+// 8 rows of HD at b + 8 n ldb (B fragments loaded two blocks at a time). The k order is fixed: ascending.
 template <int HD, int N>
 __device__ void warp_scores(float (&acc)[N][4], const bf16* a, int lda, const bf16* b, int ldb, int n_blocks) {
+  static_assert(N % 2 == 0, "B fragments come in pairs");
 #pragma unroll
   for (int n = 0; n < N; ++n)
 #pragma unroll
@@ -176,11 +177,12 @@ __device__ void warp_scores(float (&acc)[N][4], const bf16* a, int lda, const bf
     MmaA fa;
     load_a_fragment(fa, a + k * 16, lda);
 #pragma unroll
-    for (int n = 0; n < N; ++n) {
+    for (int n = 0; n < N; n += 2) {
       if (n >= n_blocks) break;
-      MmaB fb;
-      load_b_fragment_of_transpose(fb, b + n * 8 * ldb + k * 16, ldb);
-      mma_bf16(acc[n], fa, fb);
+      MmaB left, right;
+      load_b_fragment_pair_of_transpose(left, right, b + n * 8 * ldb + k * 16, ldb);
+      mma_bf16(acc[n], fa, left);
+      if (n + 1 < n_blocks) mma_bf16(acc[n + 1], fa, right);
     }
   }
 }

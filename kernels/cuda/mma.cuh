@@ -8,16 +8,15 @@
 //   A (16x16): a[0] = A[g][2t..], a[1] = A[g+8][2t..], a[2] = A[g][2t+8..], a[3] = A[g+8][2t+8..]
 //   B (16x8):  b[0] = B[2t..][g], b[1] = B[2t+8..][g]
 //   C (16x8):  c[0], c[1] = C[g][2t], C[g][2t+1];  c[2], c[3] = C[g+8][2t], C[g+8][2t+1]
-// ldmatrix (x4, optionally .trans) loads four 8x8 blocks of a tile in shared memory into such fragments,
-// transposing them on the way where a B operand is stored with its k index down the rows.
 // So the C fragments of two 8-column neighbours, (c[0], c[1]), (c[2], c[3]) of the left one and then
 // of the right one, are the four registers of an A fragment of their 16 columns (to_a_fragment): a
 // product's output feeds the next product without leaving registers.
+// ldmatrix (x4, optionally .trans) loads four 8x8 blocks of a tile in shared memory into such fragments,
+// transposing them on the way where a B operand is stored with its k index down the rows.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstring>
 
 #include "cuda/bf16.cuh"
 
@@ -44,17 +43,6 @@ __device__ inline void mma_bf16(MmaAccum& d, const MmaA& a, const MmaB& b) {
 #endif
 }
 
-// The two bf16 at p (4-byte aligned) as one register, p[0] in the low half.
-__device__ inline uint32_t load_bf16_pair(const __nv_bfloat16* p) {
-#if defined(__CUDACC__)
-  return *reinterpret_cast<const uint32_t*>(p);
-#else
-  uint32_t r;
-  std::memcpy(&r, p, sizeof r);
-  return r;
-#endif
-}
-
 // bf16(lo) in the low half, bf16(hi) in the high half, each rounded to nearest even (nvcc: one cvt.rn.bf16x2
 // instruction; the same bits as bf16_bits for every number, a NaN stays a NaN).
 __device__ inline uint32_t pack_bf16x2(float lo, float hi) {
@@ -66,27 +54,20 @@ __device__ inline uint32_t pack_bf16x2(float lo, float hi) {
 #endif
 }
 
-// A fragment of the 16x16 block at a (row-major, row stride ld elements, even).
-__device__ inline void load_a_fragment(MmaA& f, const __nv_bfloat16* a, int ld) {
-  const int lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
-  const __nv_bfloat16* p = a + g * ld + 2 * t;
-  f[0] = load_bf16_pair(p);
-  f[1] = load_bf16_pair(p + 8 * ld);
-  f[2] = load_bf16_pair(p + 8);
-  f[3] = load_bf16_pair(p + 8 * ld + 8);
+// r = ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16 from the row address `row` that this lane gives
+// (16-byte aligned, in shared memory): lanes 8m..8m+7 give the rows of 8x8 block m, register m receives
+// block m's elements [g][2t, 2t+1] (.trans: [2t, 2t+1][g]).
+__device__ inline void ldmatrix_x4(uint32_t (&r)[4], const __nv_bfloat16* row) {
+#if defined(__CUDACC__)
+  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+#else
+  gpusim::ptx::ldmatrix_x4(r, row, false);
+#endif
 }
 
-// B fragment of the 16x8 block whose column n is row n of `rows` (row stride ld, even): B = rows^T,
-// the k index running along a row.
-__device__ inline void load_b_fragment_of_transpose(MmaB& f, const __nv_bfloat16* rows, int ld) {
-  const int lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
-  const __nv_bfloat16* p = rows + g * ld + 2 * t;
-  f[0] = load_bf16_pair(p);
-  f[1] = load_bf16_pair(p + 8);
-}
-
-// r = ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 from the row address `row` that this lane gives
-// (16-byte aligned, in shared memory).
 __device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const __nv_bfloat16* row) {
 #if defined(__CUDACC__)
   const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(row));
@@ -96,6 +77,28 @@ __device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const __nv_bfloat16* 
 #else
   gpusim::ptx::ldmatrix_x4(r, row, true);
 #endif
+}
+
+// The tiles below are in shared memory, row-major with a row stride of ld elements, every row 16-byte
+// aligned; each load is one ldmatrix of four 8x8 blocks.
+
+// A fragment of the 16x16 block at a: blocks rows [0, 8) and [8, 16) of columns [0, 8), then of [8, 16).
+__device__ inline void load_a_fragment(MmaA& f, const __nv_bfloat16* a, int ld) {
+  const int lane = int(threadIdx.x) % 32, block = lane / 8;
+  ldmatrix_x4(f, a + ((block & 1) * 8 + lane % 8) * ld + (block >> 1) * 8);
+}
+
+// B fragments of two 16x8 blocks, B = rows^T: column n of the left one is row n of `rows`, of the right
+// one row 8 + n, the k index running along a row (columns [0, 16)).
+__device__ inline void load_b_fragment_pair_of_transpose(MmaB& left, MmaB& right, const __nv_bfloat16* rows,
+                                                         int ld) {
+  const int lane = int(threadIdx.x) % 32, block = lane / 8;
+  uint32_t r[4];
+  ldmatrix_x4(r, rows + ((block >> 1) * 8 + lane % 8) * ld + (block & 1) * 8);
+  left[0] = r[0];
+  left[1] = r[1];
+  right[0] = r[2];
+  right[1] = r[3];
 }
 
 // B fragments of the two 16x8 blocks side by side, columns [0, 8) and [8, 16), of B stored row-major at b
