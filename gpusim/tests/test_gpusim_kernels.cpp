@@ -15,17 +15,8 @@
 namespace {
 
 using gpusim_test::device_array;
+using gpusim_test::launch;
 using gpusim_test::to_host;
-
-template <class... Params, class... Args>
-cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, Args... args) {
-  cudaLaunchConfig_t c{};
-  c.gridDim = grid;
-  c.blockDim = block;
-  c.dynamicSmemBytes = shared;
-  c.stream = nullptr;
-  return cudaLaunchKernelEx(&c, kernel, args...);
-}
 
 // ---- indices ----
 

@@ -18,23 +18,9 @@
 namespace {
 
 using gpusim_test::device_array;
+using gpusim_test::launch;
+using gpusim_test::to_device;
 using gpusim_test::to_host;
-
-template <class T>
-T* to_device(const std::vector<T>& h) {
-  T* d = device_array<T>(h.size());
-  EXPECT_EQ(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  return d;
-}
-
-template <class... Params, class... Args>
-cudaError_t launch(void (*kernel)(Params...), unsigned threads, Args... args) {
-  cudaLaunchConfig_t c{};
-  c.gridDim = dim3(1);
-  c.blockDim = dim3(threads);
-  c.stream = nullptr;
-  return cudaLaunchKernelEx(&c, kernel, args...);
-}
 
 // Where an element lives in a fragment: lane, register, half (0: low 16 bits).
 struct Slot {
@@ -114,7 +100,7 @@ std::vector<float> run_mma(const MmaCase& m, int times) {
   uint32_t* a = to_device(m.a);
   uint32_t* b = to_device(m.b);
   float* c = to_device(m.c);
-  EXPECT_EQ(launch(mma_from_registers, 32, d, (const uint32_t*)a, (const uint32_t*)b, (const float*)c, times),
+  EXPECT_EQ(launch(mma_from_registers, 1, 32, 0, d, (const uint32_t*)a, (const uint32_t*)b, (const float*)c, times),
             cudaSuccess);
   return to_host(d, 128);
 }
@@ -161,7 +147,7 @@ __global__ void ldmatrix_blocks(uint32_t* out, bool trans) {
 TEST(GpuSimPtxMma, LdmatrixHandsOutEachBlockInThePtxLayout) {
   for (bool trans : {false, true}) {
     uint32_t* d = device_array<uint32_t>(128);
-    ASSERT_EQ(launch(ldmatrix_blocks, 32, d, trans), cudaSuccess);
+    ASSERT_EQ(launch(ldmatrix_blocks, 1, 32, 0, d, trans), cudaSuccess);
     const auto regs = to_host(d, 128);
     for (int m = 0; m < 4; ++m)
       for (int r = 0; r < 8; ++r)
@@ -202,7 +188,7 @@ __global__ void half_warp_mma(float* out) {
 TEST_F(PtxMmaFault, HalfAWarpCallingMmaFaults) {
   use_device(1);
   float* out = device_array<float>(32);
-  expect_fault([&] { return launch(half_warp_mma, 32, out); }, "exited");
+  expect_fault([&] { return launch(half_warp_mma, 1, 32, 0, out); }, "exited");
 }
 
 __global__ void misaligned_ldmatrix(uint32_t* out) {
@@ -217,7 +203,7 @@ __global__ void misaligned_ldmatrix(uint32_t* out) {
 TEST_F(PtxMmaFault, AMisalignedLdmatrixRowFaults) {
   use_device(2);
   uint32_t* out = device_array<uint32_t>(32);
-  expect_fault([&] { return launch(misaligned_ldmatrix, 32, out); }, "16-byte aligned");
+  expect_fault([&] { return launch(misaligned_ldmatrix, 1, 32, 0, out); }, "16-byte aligned");
 }
 
 }  // namespace

@@ -21,24 +21,9 @@ namespace {
 using namespace nvcuda;
 
 using gpusim_test::device_array;
+using gpusim_test::launch;
+using gpusim_test::to_device;
 using gpusim_test::to_host;
-
-template <class T>
-T* to_device(const std::vector<T>& h) {
-  T* d = device_array<T>(h.size());
-  EXPECT_EQ(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  return d;
-}
-
-template <class... Params, class... Args>
-cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, Args... args) {
-  cudaLaunchConfig_t c{};
-  c.gridDim = grid;
-  c.blockDim = block;
-  c.dynamicSmemBytes = shared;
-  c.stream = nullptr;
-  return cudaLaunchKernelEx(&c, kernel, args...);
-}
 
 // x rounded to bfloat16, to nearest, ties to even (nearbyint's default mode): to 8 significant bits,
 // or for denormals (below 2^-126) to a multiple of bf16's smallest denormal, 2^-133.

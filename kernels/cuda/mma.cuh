@@ -56,26 +56,21 @@ __device__ inline uint32_t pack_bf16x2(float lo, float hi) {
 
 // r = ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16 from the row address `row` that this lane gives
 // (16-byte aligned, in shared memory): lanes 8m..8m+7 give the rows of 8x8 block m, register m receives
-// block m's elements [g][2t, 2t+1] (.trans: [2t, 2t+1][g]).
+// block m's elements [g][2t, 2t+1] (kTrans: [2t, 2t+1][g]).
+template <bool kTrans>
 __device__ inline void ldmatrix_x4(uint32_t (&r)[4], const __nv_bfloat16* row) {
 #if defined(__CUDACC__)
   const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
+  if constexpr (kTrans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address));
 #else
-  gpusim::ptx::ldmatrix_x4(r, row, false);
-#endif
-}
-
-__device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const __nv_bfloat16* row) {
-#if defined(__CUDACC__)
-  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
-#else
-  gpusim::ptx::ldmatrix_x4(r, row, true);
+  gpusim::ptx::ldmatrix_x4(r, row, kTrans);
 #endif
 }
 
@@ -85,7 +80,7 @@ __device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const __nv_bfloat16* 
 // A fragment of the 16x16 block at a: blocks rows [0, 8) and [8, 16) of columns [0, 8), then of [8, 16).
 __device__ inline void load_a_fragment(MmaA& f, const __nv_bfloat16* a, int ld) {
   const int lane = int(threadIdx.x) % 32, block = lane / 8;
-  ldmatrix_x4(f, a + ((block & 1) * 8 + lane % 8) * ld + (block >> 1) * 8);
+  ldmatrix_x4<false>(f, a + ((block & 1) * 8 + lane % 8) * ld + (block >> 1) * 8);
 }
 
 // B fragments of two 16x8 blocks, B = rows^T: column n of the left one is row n of `rows`, of the right
@@ -94,7 +89,7 @@ __device__ inline void load_b_fragment_pair_of_transpose(MmaB& left, MmaB& right
                                                          int ld) {
   const int lane = int(threadIdx.x) % 32, block = lane / 8;
   uint32_t r[4];
-  ldmatrix_x4(r, rows + ((block >> 1) * 8 + lane % 8) * ld + (block & 1) * 8);
+  ldmatrix_x4<false>(r, rows + ((block >> 1) * 8 + lane % 8) * ld + (block & 1) * 8);
   left[0] = r[0];
   left[1] = r[1];
   right[0] = r[2];
@@ -107,7 +102,7 @@ __device__ inline void load_b_fragment_pair_of_transpose(MmaB& left, MmaB& right
 __device__ inline void load_b_fragment_pair(MmaB& left, MmaB& right, const __nv_bfloat16* b, int ld) {
   const int lane = int(threadIdx.x) % 32, block = lane / 8;
   uint32_t r[4];
-  ldmatrix_x4_trans(r, b + ((block & 1) * 8 + lane % 8) * ld + (block >> 1) * 8);
+  ldmatrix_x4<true>(r, b + ((block & 1) * 8 + lane % 8) * ld + (block >> 1) * 8);
   left[0] = r[0];
   left[1] = r[1];
   right[0] = r[2];

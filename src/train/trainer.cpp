@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cstring>
 #include <new>
 #include <optional>
@@ -311,40 +312,35 @@ OutputFailure Trainer::write_trace() const {
   for (const auto& e : executor_->trace())
     mine.push_back({{"name", e.name}, {"ph", "X"}, {"pid", rank}, {"tid", 0}, {"ts", e.start_us}, {"dur", e.duration_us},
                     {"cat", event_category(e.name)}});
-  const std::vector<std::string> texts =
-      mesh_ ? mesh_->world().gather_strings_host(mine.dump()) : std::vector<std::string>{mine.dump()};
-  int32_t failure = int32_t(OutputFailure::None);
-  if (rank == 0) {
+  return write_gathered("[runtime] trace", cfg_.runtime.trace, mine.dump(), [](const std::vector<std::string>& texts) {
     nlohmann::json events = nlohmann::json::array();
     for (const std::string& text : texts)
       for (auto& e : nlohmann::json::parse(text)) events.push_back(e);
-    try {
-      write_file_atomically("[runtime] trace", cfg_.runtime.trace,
-                            nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n");
-      log::info("timeline written to {} (open it in chrome://tracing or ui.perfetto.dev)", cfg_.runtime.trace);
-    } catch (const OutputError& e) {
-      log::error("{}; the run's other results stand (exit status {})", e.what(), kExitOutputFailed);
-      failure = int32_t(e.retryable() ? OutputFailure::Retryable : OutputFailure::Permanent);
-    }
-  }
-  if (mesh_) mesh_->world().broadcast_host(&failure, 1, 0);  // every rank exits with the same status
-  return OutputFailure(failure);
+    return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n";
+  }, "timeline written to {} (open it in chrome://tracing or ui.perfetto.dev)");
 }
 
 OutputFailure Trainer::write_op_profile(int64_t steps, double step_ms) const {
   const int rank = mesh_ ? mesh_->world_rank() : 0;
   const std::string mine = op_profile_json(*profiled_, rank, steps, step_ms).dump();
-  const std::vector<std::string> texts = mesh_ ? mesh_->world().gather_strings_host(mine) : std::vector<std::string>{mine};
-  int32_t failure = int32_t(OutputFailure::None);
-  if (rank == 0) {
+  return write_gathered("[runtime] op_profile", cfg_.runtime.op_profile, mine, [](const std::vector<std::string>& texts) {
     nlohmann::json ranks = nlohmann::json::array();
     for (const std::string& text : texts) ranks.push_back(nlohmann::json::parse(text));
     constexpr int kLoggedOps = 25;
     log::info("{}", format_op_profile(ranks.at(0), kLoggedOps));
+    return nlohmann::json{{"ranks", ranks}}.dump(1) + "\n";
+  }, "op profile written to {}");
+}
+
+OutputFailure Trainer::write_gathered(const char* what, const std::string& path, const std::string& mine,
+                                      const std::function<std::string(const std::vector<std::string>&)>& compose,
+                                      const char* written) const {
+  const std::vector<std::string> texts = mesh_ ? mesh_->world().gather_strings_host(mine) : std::vector<std::string>{mine};
+  int32_t failure = int32_t(OutputFailure::None);
+  if (!mesh_ || mesh_->world_rank() == 0) {
     try {
-      write_file_atomically("[runtime] op_profile", cfg_.runtime.op_profile,
-                            nlohmann::json{{"ranks", ranks}}.dump(1) + "\n");
-      log::info("op profile written to {}", cfg_.runtime.op_profile);
+      write_file_atomically(what, path, compose(texts));
+      log::info(fmt::runtime(written), path);
     } catch (const OutputError& e) {
       log::error("{}; the run's other results stand (exit status {})", e.what(), kExitOutputFailed);
       failure = int32_t(e.retryable() ? OutputFailure::Retryable : OutputFailure::Permanent);

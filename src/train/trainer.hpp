@@ -6,6 +6,7 @@
 // per-step log line, metrics and (runtime.trace) timeline.
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -112,6 +113,11 @@ class Trainer {
   // runtime.op_profile: every rank's table of `steps` steps (rank 0 writes the file and logs its own);
   // returns the failure, if any, on every rank.
   OutputFailure write_op_profile(int64_t steps, double step_ms) const;
+  // Gathers every rank's `mine` on world rank 0, which writes compose(all of them, in rank order) to `path`
+  // atomically and logs `written` (a format string of the path); the failure, if any, on every rank.
+  OutputFailure write_gathered(const char* what, const std::string& path, const std::string& mine,
+                               const std::function<std::string(const std::vector<std::string>&)>& compose,
+                               const char* written) const;
 
   Config cfg_;
   std::unique_ptr<ProfiledKernels> profiled_;  // runtime.op_profile: k_ is this wrapper of the backend's queue
