@@ -19,6 +19,12 @@ std::string heads(int64_t b, int64_t t, int64_t nh, int64_t kvh, int64_t hd) {
   return fmt::format("B{} T{} NH{} KVH{} HD{}", b, t, nh, kvh, hd);
 }
 
+double gemm_flops(int64_t n, int64_t ic, int64_t oc) { return 2.0 * double(n) * double(ic) * double(oc); }
+// The causal half of attention's two products, 2 B NH T^2 HD each in full.
+double causal_attention_flops(int64_t b, int64_t t, int64_t nh, int64_t hd) {
+  return 2.0 * double(b) * double(nh) * double(t) * double(t) * double(hd);
+}
+
 }  // namespace
 
 ProfiledKernels::ProfiledKernels(Kernels& inner) : inner_(inner) {
@@ -44,7 +50,7 @@ std::vector<ProfiledKernels::Row> ProfiledKernels::rows() const {
 void ProfiledKernels::reset() { rows_.clear(); }
 
 template <class F>
-void ProfiledKernels::timed(const std::string& op, F&& enqueue) {
+void ProfiledKernels::timed(const std::string& op, F&& enqueue, double flops) {
   const auto t0 = Clock::now();
   enqueue();
   inner_.fence();
@@ -52,6 +58,7 @@ void ProfiledKernels::timed(const std::string& op, F&& enqueue) {
   row.op = op;
   row.calls += 1;
   row.seconds += seconds_since(t0);
+  row.flops += flops;
 }
 
 void ProfiledKernels::copy_to_device(float* dst, const float* host_src, int64_t n) {
@@ -167,15 +174,19 @@ void ProfiledKernels::residual_rmsnorm_forward(float* x, const float* residual, 
 }
 
 void ProfiledKernels::matmul_forward(float* out, GemmInput inp, GemmInput weight, const float* bias, int64_t N, int64_t IC, int64_t OC) {
-  timed("matmul_forward " + gemm(N, IC, OC), [&] { inner_.matmul_forward(out, inp, weight, bias, N, IC, OC); });
+  timed("matmul_forward " + gemm(N, IC, OC), [&] { inner_.matmul_forward(out, inp, weight, bias, N, IC, OC); },
+        gemm_flops(N, IC, OC));
 }
 
 void ProfiledKernels::matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, GemmInput inp, GemmInput weight, int64_t N, int64_t IC, int64_t OC) {
-  timed("matmul_backward " + gemm(N, IC, OC), [&] { inner_.matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, IC, OC); });
+  const int products = (dinp ? 1 : 0) + (dweight ? 1 : 0);
+  timed("matmul_backward " + gemm(N, IC, OC), [&] { inner_.matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, IC, OC); },
+        products * gemm_flops(N, IC, OC));
 }
 
 void ProfiledKernels::attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD) {
-  timed("attention_forward " + heads(B, T, NH, KVH, HD), [&] { inner_.attention_forward(out, lse, qkv, B, T, NH, KVH, HD); });
+  timed("attention_forward " + heads(B, T, NH, KVH, HD), [&] { inner_.attention_forward(out, lse, qkv, B, T, NH, KVH, HD); },
+        causal_attention_flops(B, T, NH, HD));
 }
 
 void ProfiledKernels::attention_forward_rows(float* out, const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD, int64_t q_begin, int64_t q_count) {
@@ -183,7 +194,8 @@ void ProfiledKernels::attention_forward_rows(float* out, const float* qkv, int64
 }
 
 void ProfiledKernels::attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD) {
-  timed("attention_backward " + heads(B, T, NH, KVH, HD), [&] { inner_.attention_backward(dqkv, dout, qkv, out, lse, B, T, NH, KVH, HD); });
+  timed("attention_backward " + heads(B, T, NH, KVH, HD), [&] { inner_.attention_backward(dqkv, dout, qkv, out, lse, B, T, NH, KVH, HD); },
+        2 * causal_attention_flops(B, T, NH, HD));
 }
 
 void ProfiledKernels::rope_forward(float* qkv, const float* table, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD, int64_t t_begin, int64_t t_count) {

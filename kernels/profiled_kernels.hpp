@@ -6,7 +6,8 @@
 // wait's latency (fence_seconds(), measured when the profile starts), and a profiled step is slower than
 // a plain one by about that much per operation: the table says what each operation costs, not how a plain
 // step overlaps them. Operations are keyed by name and shape ("matmul_forward 16384x768x2304": N x IC x
-// OC), so the calls of one shape add up across layers. Allocation, precision and query methods pass
+// OC), so the calls of one shape add up across layers; GEMMs and attention also count their FLOPs, so the
+// table gives their rate. Allocation, precision and query methods pass
 // through untimed; so does communication, which does not go through Kernels.
 #include <chrono>
 #include <map>
@@ -25,6 +26,10 @@ class ProfiledKernels final : public Kernels {
     std::string op;  // name and shape
     int64_t calls = 0;
     double seconds = 0;
+    // Floating-point operations of the calls, for the GEMMs and attention (0 for the rest): a GEMM's
+    // 2 N IC OC for each product it computes (forward; backward's dinp and dweight), attention's causal
+    // half of its products (forward 2 B NH T^2 HD, backward twice that; its recomputed scores not counted).
+    double flops = 0;
   };
   // What was timed since the start or the last reset, by descending time.
   std::vector<Row> rows() const;
@@ -120,7 +125,7 @@ class ProfiledKernels final : public Kernels {
  private:
   // Runs `enqueue` (one call into inner_), waits for the queue and adds the time to `op`.
   template <class F>
-  void timed(const std::string& op, F&& enqueue);
+  void timed(const std::string& op, F&& enqueue, double flops = 0);
 
   Kernels& inner_;
   std::map<std::string, Row> rows_;

@@ -12,7 +12,10 @@
 // in fp32). The linear layers' GEMMs (qkv, attention projection, fc, fc projection, LM head) forward
 // and backward at each matmul precision (fp32, tf32, bf16: Kernels::set_matmul_precision), attention at
 // fp32 and bf16 (tf32 leaves attention in fp32). lm_head_pad: the LM head with the vocabulary padded to
-// a multiple of 64, for reference only, where --vocab-pad-to leaves it unpadded.
+// a multiple of 64, for reference only, where --vocab-pad-to leaves it unpadded. lt_ref/*: the same GEMMs
+// run by cuBLASLt directly (cublaslt_reference.hpp: trident's types with the heuristic's first algorithm and
+// the fastest of its first 8; bf16 output as llm.c and PyTorch run them), printed after the step model
+// beside the bf16 step's GEMMs: whether a slow GEMM row is trident's (its wrapper, its types) or the GEMM's.
 //
 // Timing: each iteration records a CUDA event on the backend's stream (cuda::native_stream), enqueues the
 // op, records a second event and fences; the iteration's time is the events' (UseManualTime), so host
@@ -71,6 +74,7 @@
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "cuda/cuda_kernels.hpp"
+#include "cublaslt_reference.hpp"
 #include "kernels.hpp"
 #include "model/fp32_tensors.hpp"
 #include "model/parameters.hpp"
@@ -264,6 +268,77 @@ void add_gemms(const Dims& d) {
         });
         flops(s, 4.0 * g.rows * g.IC * g.OC);
       }, benchmark::kMillisecond);
+    }
+}
+
+// ---- the same GEMMs in cuBLASLt called directly (cublaslt_reference.hpp) ----
+// Each linear layer's three GEMMs posed as trident's Matmul poses them (kernels/cuda/matmul.cuh):
+// forward, dinp (accumulated: beta 1) and dweight (beta 1). fp32_out: trident's types (bf16 A and B, fp32
+// C and D) with the heuristic's first algorithm, timed; best_us and best_rank: the fastest of the first
+// kLtCandidates it offers (each the median of kLtTrials runs). bf16_out: bf16 C and D, beta 0, its first
+// algorithm: what llm.c and PyTorch's autocast run. Neither adds a bias nor converts an operand: the gap
+// to matmul_fwd / matmul_bwd at bf16 is what trident's wrapper and types cost. The fc forward also with
+// CUBLASLT_EPILOGUE_GELU_AUX_BIAS (fp32_out_gelu, bf16_out_gelu): whether fusing the GELU pays, against
+// the GEMM and gelu_fwd (llm.c leaves it off by default).
+constexpr int kLtCandidates = 8;
+constexpr int kLtTrials = 5;
+
+struct Orientation {
+  const char* name;
+  bool transa, transb;
+  int64_t m, n, k;
+  float beta;
+};
+
+std::vector<Orientation> orientations(const Gemm& g) {
+  return {{"fwd", true, false, g.OC, g.rows, g.IC, 0.0f},
+          {"dinp", false, false, g.IC, g.rows, g.OC, 1.0f},
+          {"dweight", false, true, g.IC, g.OC, g.rows, 1.0f}};
+}
+
+double candidate_ms(bench::LtGemm& gemm, int i) {
+  gemm.run(i);  // untimed: the algorithm's first launch
+  std::vector<double> ms;
+  for (int r = 0; r < kLtTrials; ++r) {
+    check(cudaEventRecord(g_start, g_stream), "cudaEventRecord");
+    gemm.run(i);
+    check(cudaEventRecord(g_stop, g_stream), "cudaEventRecord");
+    K->fence();
+    float t = 0;
+    check(cudaEventElapsedTime(&t, g_start, g_stop), "cudaEventElapsedTime");
+    ms.push_back(t);
+  }
+  return median(ms);
+}
+
+void add_gemm_references(const Dims& d) {
+  for (const Gemm& g : gemms(d))
+    for (const Orientation& o : orientations(g)) {
+      const std::string prefix = std::string("lt_ref/") + g.name + "/" + o.name;
+      add(prefix + "/fp32_out", [o](benchmark::State& s) {
+        bench::LtGemm gemm(g_stream, {o.transa, o.transb, o.m, o.n, o.k, false, o.beta}, kLtCandidates);
+        int best = 0;
+        double best_ms = candidate_ms(gemm, 0);
+        for (int i = 1; i < gemm.candidates(); ++i)
+          if (const double t = candidate_ms(gemm, i); t < best_ms) best_ms = t, best = i;
+        timed(s, [&] { gemm.run(0); });
+        flops(s, gemm.flops());
+        s.counters["best_us"] = 1e3 * best_ms;
+        s.counters["best_rank"] = best;
+        s.counters["candidates"] = gemm.candidates();
+      }, benchmark::kMillisecond);
+      for (const bool gelu : {false, true}) {
+        if (gelu && !(std::string(g.name) == "fc" && std::string(o.name) == "fwd")) continue;
+        for (const bool bf16_out : {false, true}) {
+          if (!gelu && !bf16_out) continue;  // fp32_out above
+          const std::string name = prefix + (bf16_out ? "/bf16_out" : "/fp32_out") + (gelu ? "_gelu" : "");
+          add(name, [o, bf16_out, gelu](benchmark::State& s) {
+            bench::LtGemm gemm(g_stream, {o.transa, o.transb, o.m, o.n, o.k, bf16_out, 0.0f, gelu}, 1);
+            timed(s, [&] { gemm.run(0); });
+            flops(s, gemm.flops());
+          }, benchmark::kMillisecond);
+        }
+      }
     }
 }
 
@@ -603,7 +678,8 @@ constexpr Count kStepCounts[] = {
 };
 // clang-format on
 
-// Keeps each benchmark's median (median_us; over repetitions, their median) in ms while the console prints.
+// Keeps each benchmark's median (median_us; over repetitions, their median) and a GEMM reference's
+// best_us in ms while the console prints.
 class StepReporter : public benchmark::ConsoleReporter {
  public:
   StepReporter() : ConsoleReporter(OO_Tabular) {}  // no colour: the output usually goes to a log file
@@ -611,19 +687,25 @@ class StepReporter : public benchmark::ConsoleReporter {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& r : runs) {
       if (r.error_occurred || r.run_type != Run::RT_Iteration) continue;
-      const auto it = r.counters.find("median_us");
-      if (it != r.counters.end()) medians_[r.run_name.function_name].push_back(1e-3 * it->second.value);
+      for (const char* counter : {"median_us", "best_us"}) {
+        const auto it = r.counters.find(counter);
+        if (it != r.counters.end()) kept_[r.run_name.function_name][counter].push_back(1e-3 * it->second.value);
+      }
     }
   }
-  bool any() const { return !medians_.empty(); }  // false after --benchmark_list_tests, or when nothing ran
+  bool any() const { return !kept_.empty(); }  // false after --benchmark_list_tests, or when nothing ran
   // NaN when the benchmark did not run (filtered out, or skipped with an error).
-  double median_ms(const std::string& name) const {
-    const auto it = medians_.find(name);
-    return it == medians_.end() ? std::nan("") : median(it->second);
-  }
+  double median_ms(const std::string& name) const { return kept_ms(name, "median_us"); }
+  double best_ms(const std::string& name) const { return kept_ms(name, "best_us"); }
 
  private:
-  std::map<std::string, std::vector<double>> medians_;
+  double kept_ms(const std::string& name, const char* counter) const {
+    const auto it = kept_.find(name);
+    if (it == kept_.end()) return std::nan("");
+    const auto c = it->second.find(counter);
+    return c == it->second.end() ? std::nan("") : median(c->second);
+  }
+  std::map<std::string, std::map<std::string, std::vector<double>>> kept_;
 };
 
 struct StepRow {
@@ -688,8 +770,53 @@ void print_step_model(const StepReporter& rep, const Dims& d, int precision) {
               "outside these kernels.\n");
 }
 
+// The bf16 step's GEMMs beside the same GEMMs in cuBLASLt called directly (add_gemm_references), in
+// ms per step: each op's median x its calls per step (the backward's two GEMMs together).
+void print_gemm_references(const StepReporter& rep, const Dims& d) {
+  const std::vector<StepRow> rows = step_rows(rep, d, 2);
+  const auto calls_of = [&](const std::string& op) {
+    for (const StepRow& r : rows)
+      if (r.op == op) return r.calls;
+    return 0.0;
+  };
+  std::printf("\nGEMMs of the bf16 step against cuBLASLt called directly, ms per step (trident: matmul_fwd / "
+              "matmul_bwd at bf16; lt top-1 and lt best: bf16 A and B, fp32 C and D, the heuristic's first and the "
+              "fastest of its first %d algorithms; lt bf16-out: bf16 C and D, as llm.c and PyTorch)\n",
+              kLtCandidates);
+  std::printf("%-22s %9s %10s %10s %10s %12s\n", "gemm", "calls", "trident", "lt top-1", "lt best", "lt bf16-out");
+  double totals[4] = {0, 0, 0, 0};
+  for (const Gemm& g : gemms(d)) {
+    for (const bool forward : {true, false}) {
+      const std::string name = std::string(g.name) + (forward ? " fwd" : " bwd");
+      const double calls = calls_of(std::string(forward ? "matmul_fwd/" : "matmul_bwd/") + g.name + "/bf16");
+      if (calls == 0) continue;  // lm_head_pad: a reference row of its own, not in the step
+      const std::string ref = std::string("lt_ref/") + g.name + "/";
+      const auto both = [&](auto ms) { return forward ? ms(ref + "fwd") : ms(ref + "dinp") + ms(ref + "dweight"); };
+      const double ms[4] = {
+          rep.median_ms(std::string(forward ? "matmul_fwd/" : "matmul_bwd/") + g.name + "/bf16"),
+          both([&](const std::string& r) { return rep.median_ms(r + "/fp32_out"); }),
+          both([&](const std::string& r) { return rep.best_ms(r + "/fp32_out"); }),
+          both([&](const std::string& r) { return rep.median_ms(r + "/bf16_out"); })};
+      std::printf("%-22s %9.2f", name.c_str(), calls);
+      for (int i = 0; i < 4; ++i) {
+        std::printf(i == 3 ? " %12.3f" : " %10.3f", calls * ms[i]);
+        totals[i] += calls * ms[i];  // NaN (not run) makes the total NaN: printed as such
+      }
+      std::printf("\n");
+    }
+  }
+  std::printf("%-22s %9s %10.3f %10.3f %10.3f %12.3f\n", "total", "", totals[0], totals[1], totals[2], totals[3]);
+  const double fc = calls_of("matmul_fwd/fc/bf16");
+  const auto per_step = [&](const char* op) { return fc * rep.median_ms(op); };
+  std::printf("The MLP's fc GEMM and GELU in forward, ms per step: trident %.3f + %.3f (GEMM + gelu_fwd); "
+              "cuBLASLt fp32 out %.3f + %.3f, with the GELU epilogue %.3f; bf16 out with the GELU epilogue %.3f\n",
+              per_step("matmul_fwd/fc/bf16"), per_step("gelu_fwd"), per_step("lt_ref/fc/fwd/fp32_out"),
+              per_step("gelu_fwd"), per_step("lt_ref/fc/fwd/fp32_out_gelu"), per_step("lt_ref/fc/fwd/bf16_out_gelu"));
+}
+
 void register_benchmarks(const Dims& d) {
   add_gemms(d);
+  add_gemm_references(d);
   add_attention(d);
   add_norms_and_activations(d);
   add_fills(d);
@@ -785,7 +912,10 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("timing", "CUDA events around each op on the backend's stream, a fence an iteration");
   StepReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
-  if (reporter.any()) print_step_model(reporter, dims, step_precision);
+  if (reporter.any()) {
+    print_step_model(reporter, dims, step_precision);
+    print_gemm_references(reporter, dims);
+  }
   std::fflush(stdout);
   benchmark::Shutdown();
   cudaEventDestroy(g_start);

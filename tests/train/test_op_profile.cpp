@@ -57,6 +57,24 @@ TEST(OpProfile, ProfiledRunEqualsThePlainRunAndCountsTheModelsOperations) {
   for (const auto& [op, n] : calls) adamw += op.rfind("adamw_update ", 0) == 0 ? int(n) : 0;
   EXPECT_EQ(adamw, 1) << "one multi-tensor update a step";
   for (const auto& op : ranks[0].at("ops")) EXPECT_GT(op.at("total_ms").get<double>(), 0.0) << op.dump();
+  // FLOPs a call, from the shapes: a GEMM's 2 N IC OC per product (backward: dinp and dweight, also for
+  // the first layer, whose input gradient feeds ln_1's backward; the tied LM head's too); attention's
+  // causal half, 2 B NH T^2 HD forward (2 x 2 x 4 x 16^2 x 8) and twice that backward. No rate elsewhere.
+  const std::map<std::string, double> flop_per_call = {
+      {"matmul_forward 32x32x96", 2.0 * 32 * 32 * 96},    {"matmul_backward 32x32x96", 4.0 * 32 * 32 * 96},
+      {"matmul_forward 32x32x256", 2.0 * 32 * 32 * 256},  {"matmul_backward 32x32x256", 4.0 * 32 * 32 * 256},
+      {"attention_forward B2 T16 NH4 KVH4 HD8", 32768.0}, {"attention_backward B2 T16 NH4 KVH4 HD8", 65536.0}};
+  for (const auto& op : ranks[0].at("ops")) {
+    const std::string name = op.at("op").get<std::string>();
+    const auto it = flop_per_call.find(name);
+    if (it != flop_per_call.end()) {
+      EXPECT_EQ(op.at("flop_per_call").get<double>(), it->second) << name;
+      EXPECT_GT(op.at("tflop_per_s").get<double>(), 0.0) << name;
+    } else if (name.rfind("matmul_", 0) != 0 && name.rfind("attention_", 0) != 0) {
+      EXPECT_FALSE(op.contains("tflop_per_s")) << name << " has no FLOPs counted";
+    }
+  }
+  EXPECT_NE(profiled.out.find("TFLOP/s"), std::string::npos) << profiled.out;
 }
 
 TEST(OpProfile, EveryRanksTableIsInTheFile) {
