@@ -12,10 +12,12 @@
 // in fp32). The linear layers' GEMMs (qkv, attention projection, fc, fc projection, LM head) forward
 // and backward at each matmul precision (fp32, tf32, bf16: Kernels::set_matmul_precision), attention at
 // fp32 and bf16 (tf32 leaves attention in fp32). lm_head_pad: the LM head with the vocabulary padded to
-// a multiple of 64, for reference only, where --vocab-pad-to leaves it unpadded. lt_ref/*: the same GEMMs
-// run by cuBLASLt directly (cublaslt_reference.hpp: trident's types with the heuristic's first algorithm and
-// the fastest of its first 8; bf16 output as llm.c and PyTorch run them), printed after the step model
-// beside the bf16 step's GEMMs: whether a slow GEMM row is trident's (its wrapper, its types) or the GEMM's.
+// a multiple of 64, for reference only, where --vocab-pad-to leaves it unpadded; lm_head_unpadded: the
+// LM head at the vocabulary as given (50257) where --vocab-pad-to pads it, what the padding saves.
+// lt_ref/*: the same GEMMs run by cuBLASLt directly (cublaslt_reference.hpp: trident's types with the
+// heuristic's first algorithm and the fastest of its first 8; bf16 output as llm.c and PyTorch run them),
+// printed after the step model beside the bf16 step's GEMMs: whether a slow GEMM row is trident's (its
+// wrapper, its types) or the GEMM's.
 //
 // Timing: each iteration records a CUDA event on the backend's stream (cuda::native_stream), enqueues the
 // op, records a second event and fences; the iteration's time is the events' (UseManualTime), so host
@@ -226,6 +228,7 @@ std::vector<Gemm> gemms(const Dims& d) {
                          {"fc_proj", d.N, d.F, d.C, true, true, false},
                          {"lm_head", d.R, d.C, d.V, false, false, false}};
   if (d.Vpad != d.V) g.push_back({"lm_head_pad", d.R, d.C, d.Vpad, false, false, false});
+  if (d.V != d.shape.V) g.push_back({"lm_head_unpadded", d.R, d.C, d.shape.V, false, false, false});
   return g;
 }
 
@@ -789,7 +792,7 @@ void print_gemm_references(const StepReporter& rep, const Dims& d) {
     for (const bool forward : {true, false}) {
       const std::string name = std::string(g.name) + (forward ? " fwd" : " bwd");
       const double calls = calls_of(std::string(forward ? "matmul_fwd/" : "matmul_bwd/") + g.name + "/bf16");
-      if (calls == 0) continue;  // lm_head_pad: a reference row of its own, not in the step
+      if (calls == 0) continue;  // lm_head_pad, lm_head_unpadded: reference rows of their own
       const std::string ref = std::string("lt_ref/") + g.name + "/";
       const auto both = [&](auto ms) { return forward ? ms(ref + "fwd") : ms(ref + "dinp") + ms(ref + "dweight"); };
       const double ms[4] = {
