@@ -101,6 +101,21 @@ class Kernels {
   // packed = the bf16 patterns of x rounded as round_to_bf16 rounds it; x is left as it is (bf16
   // communication buffers of fp32 values: gradients, fp32 master weights).
   virtual void pack_bf16(const float* x, uint16_t* packed, int64_t n) = 0;
+  // The norms and activations whose output bf16 storage keeps, with that output rounded in the same
+  // call: each is its op followed by round_to_bf16(out, packed, size of out) (packed may be null), the
+  // same bits, which is what these defaults do; the CUDA backend rounds in the op's own pass (one read and
+  // one write of the output fewer; a gpu-sim test holds it to the defaults' bits).
+  virtual void layernorm_forward_rounded(uint16_t* packed, float* out, float* mean, float* rstd, const float* inp,
+                                         const float* weight, const float* bias, int64_t N, int64_t C, float eps);
+  virtual void rmsnorm_forward_rounded(uint16_t* packed, float* out, float* rstd, const float* inp,
+                                       const float* weight, int64_t N, int64_t C, float eps);
+  virtual void residual_layernorm_forward_rounded(uint16_t* packed, float* x, const float* residual, float* out,
+                                                  float* mean, float* rstd, const float* weight, const float* bias,
+                                                  int64_t N, int64_t C, float eps);
+  virtual void residual_rmsnorm_forward_rounded(uint16_t* packed, float* x, const float* residual, float* out,
+                                                float* rstd, const float* weight, int64_t N, int64_t C, float eps);
+  virtual void gelu_forward_rounded(uint16_t* packed, float* out, const float* inp, int64_t n);
+  virtual void swiglu_forward_rounded(uint16_t* packed, float* out, const float* inp, int64_t N, int64_t F);
 
   // ---- embeddings ----
   // out[i,:] = wte[tokens[i] - vocab_begin, :] when vocab_begin <= tokens[i] < vocab_begin+vocab_count,
@@ -278,6 +293,43 @@ inline bool attention_follows_bf16(MatmulPrecision precision, int64_t HD) {
 // attention_forward_rows' precondition, checked by every backend.
 inline bool attention_rows_valid(int64_t T, int64_t q_begin, int64_t q_count) {
   return q_begin >= 0 && q_count >= 0 && q_begin + q_count <= T;
+}
+
+inline void Kernels::layernorm_forward_rounded(uint16_t* packed, float* out, float* mean, float* rstd,
+                                               const float* inp, const float* weight, const float* bias, int64_t N,
+                                               int64_t C, float eps) {
+  layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, eps);
+  round_to_bf16(out, packed, N * C);
+}
+
+inline void Kernels::rmsnorm_forward_rounded(uint16_t* packed, float* out, float* rstd, const float* inp,
+                                             const float* weight, int64_t N, int64_t C, float eps) {
+  rmsnorm_forward(out, rstd, inp, weight, N, C, eps);
+  round_to_bf16(out, packed, N * C);
+}
+
+inline void Kernels::residual_layernorm_forward_rounded(uint16_t* packed, float* x, const float* residual, float* out,
+                                                        float* mean, float* rstd, const float* weight,
+                                                        const float* bias, int64_t N, int64_t C, float eps) {
+  residual_layernorm_forward(x, residual, out, mean, rstd, weight, bias, N, C, eps);
+  round_to_bf16(out, packed, N * C);
+}
+
+inline void Kernels::residual_rmsnorm_forward_rounded(uint16_t* packed, float* x, const float* residual, float* out,
+                                                      float* rstd, const float* weight, int64_t N, int64_t C,
+                                                      float eps) {
+  residual_rmsnorm_forward(x, residual, out, rstd, weight, N, C, eps);
+  round_to_bf16(out, packed, N * C);
+}
+
+inline void Kernels::gelu_forward_rounded(uint16_t* packed, float* out, const float* inp, int64_t n) {
+  gelu_forward(out, inp, n);
+  round_to_bf16(out, packed, n);
+}
+
+inline void Kernels::swiglu_forward_rounded(uint16_t* packed, float* out, const float* inp, int64_t N, int64_t F) {
+  swiglu_forward(out, inp, N, F);
+  round_to_bf16(out, packed, N * F);
 }
 
 inline double Kernels::sum_squares(const float* x, int64_t n) {

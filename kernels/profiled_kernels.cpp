@@ -129,6 +129,30 @@ void ProfiledKernels::pack_bf16(const float* x, uint16_t* packed, int64_t n) {
   timed(fmt::format("pack_bf16 {}", n), [&] { inner_.pack_bf16(x, packed, n); });
 }
 
+void ProfiledKernels::layernorm_forward_rounded(uint16_t* packed, float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias, int64_t N, int64_t C, float eps) {
+  timed("layernorm_forward_rounded " + matrix(N, C), [&] { inner_.layernorm_forward_rounded(packed, out, mean, rstd, inp, weight, bias, N, C, eps); });
+}
+
+void ProfiledKernels::rmsnorm_forward_rounded(uint16_t* packed, float* out, float* rstd, const float* inp, const float* weight, int64_t N, int64_t C, float eps) {
+  timed("rmsnorm_forward_rounded " + matrix(N, C), [&] { inner_.rmsnorm_forward_rounded(packed, out, rstd, inp, weight, N, C, eps); });
+}
+
+void ProfiledKernels::residual_layernorm_forward_rounded(uint16_t* packed, float* x, const float* residual, float* out, float* mean, float* rstd, const float* weight, const float* bias, int64_t N, int64_t C, float eps) {
+  timed("residual_layernorm_forward_rounded " + matrix(N, C), [&] { inner_.residual_layernorm_forward_rounded(packed, x, residual, out, mean, rstd, weight, bias, N, C, eps); });
+}
+
+void ProfiledKernels::residual_rmsnorm_forward_rounded(uint16_t* packed, float* x, const float* residual, float* out, float* rstd, const float* weight, int64_t N, int64_t C, float eps) {
+  timed("residual_rmsnorm_forward_rounded " + matrix(N, C), [&] { inner_.residual_rmsnorm_forward_rounded(packed, x, residual, out, rstd, weight, N, C, eps); });
+}
+
+void ProfiledKernels::gelu_forward_rounded(uint16_t* packed, float* out, const float* inp, int64_t n) {
+  timed(fmt::format("gelu_forward_rounded {}", n), [&] { inner_.gelu_forward_rounded(packed, out, inp, n); });
+}
+
+void ProfiledKernels::swiglu_forward_rounded(uint16_t* packed, float* out, const float* inp, int64_t N, int64_t F) {
+  timed("swiglu_forward_rounded " + matrix(N, F), [&] { inner_.swiglu_forward_rounded(packed, out, inp, N, F); });
+}
+
 void ProfiledKernels::embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t vocab_begin, int64_t vocab_count, int64_t N, int64_t C) {
   timed("embedding_forward " + matrix(N, C), [&] { inner_.embedding_forward(out, tokens, wte, vocab_begin, vocab_count, N, C); });
 }

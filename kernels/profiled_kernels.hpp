@@ -62,6 +62,17 @@ class ProfiledKernels final : public Kernels {
   void round_to_bf16(float* x, uint16_t* packed, int64_t n) override;
   void unpack_bf16(float* out, const uint16_t* packed, int64_t n) override;
   void pack_bf16(const float* x, uint16_t* packed, int64_t n) override;
+  void layernorm_forward_rounded(uint16_t* packed, float* out, float* mean, float* rstd, const float* inp,
+                                 const float* weight, const float* bias, int64_t N, int64_t C, float eps) override;
+  void rmsnorm_forward_rounded(uint16_t* packed, float* out, float* rstd, const float* inp, const float* weight,
+                               int64_t N, int64_t C, float eps) override;
+  void residual_layernorm_forward_rounded(uint16_t* packed, float* x, const float* residual, float* out, float* mean,
+                                          float* rstd, const float* weight, const float* bias, int64_t N, int64_t C,
+                                          float eps) override;
+  void residual_rmsnorm_forward_rounded(uint16_t* packed, float* x, const float* residual, float* out, float* rstd,
+                                        const float* weight, int64_t N, int64_t C, float eps) override;
+  void gelu_forward_rounded(uint16_t* packed, float* out, const float* inp, int64_t n) override;
+  void swiglu_forward_rounded(uint16_t* packed, float* out, const float* inp, int64_t N, int64_t F) override;
 
   void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t vocab_begin,
                          int64_t vocab_count, int64_t N, int64_t C) override;

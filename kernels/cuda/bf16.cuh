@@ -18,4 +18,17 @@ __device__ inline uint16_t bf16_bits(float x) {
 
 __device__ inline float bf16_value(uint16_t bits) { return __uint_as_float(uint32_t(bits) << 16); }
 
+// Where a norm's or an activation's output element i goes (Kernels::*_rounded): as computed, or with
+// `round` rounded as round_to_bf16 rounds it, its pattern into packed[i] when packed is set.
+struct OutputRounding {
+  bool round = false;
+  uint16_t* packed = nullptr;
+  __device__ float operator()(float y, int64_t i) const {
+    if (!round) return y;
+    const uint16_t bits = bf16_bits(y);
+    if (packed) packed[i] = bits;
+    return bf16_value(bits);
+  }
+};
+
 }  // namespace trident::cuda

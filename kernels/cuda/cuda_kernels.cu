@@ -167,6 +167,30 @@ class CudaKernels final : public Kernels {
                                 int64_t N, int64_t C, float eps) override {
     cuda::residual_rmsnorm_forward(stream(), x, residual, out, rstd, weight, N, C, eps);
   }
+  // ---- the norms and activations with their output rounded for bf16 storage in the same pass ----
+  void layernorm_forward_rounded(uint16_t* packed, float* out, float* mean, float* rstd, const float* inp,
+                                 const float* weight, const float* bias, int64_t N, int64_t C, float eps) override {
+    cuda::layernorm_forward(stream(), out, mean, rstd, inp, weight, bias, N, C, eps, {true, packed});
+  }
+  void rmsnorm_forward_rounded(uint16_t* packed, float* out, float* rstd, const float* inp, const float* weight,
+                               int64_t N, int64_t C, float eps) override {
+    cuda::rmsnorm_forward(stream(), out, rstd, inp, weight, N, C, eps, {true, packed});
+  }
+  void residual_layernorm_forward_rounded(uint16_t* packed, float* x, const float* residual, float* out, float* mean,
+                                          float* rstd, const float* weight, const float* bias, int64_t N, int64_t C,
+                                          float eps) override {
+    cuda::residual_layernorm_forward(stream(), x, residual, out, mean, rstd, weight, bias, N, C, eps, {true, packed});
+  }
+  void residual_rmsnorm_forward_rounded(uint16_t* packed, float* x, const float* residual, float* out, float* rstd,
+                                        const float* weight, int64_t N, int64_t C, float eps) override {
+    cuda::residual_rmsnorm_forward(stream(), x, residual, out, rstd, weight, N, C, eps, {true, packed});
+  }
+  void gelu_forward_rounded(uint16_t* packed, float* out, const float* inp, int64_t n) override {
+    cuda::gelu_forward(stream(), out, inp, n, {true, packed});
+  }
+  void swiglu_forward_rounded(uint16_t* packed, float* out, const float* inp, int64_t N, int64_t F) override {
+    cuda::swiglu_forward(stream(), out, inp, N, F, {true, packed});
+  }
   void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
                         const float* rstd, int64_t N, int64_t C) override {
     cuda::rmsnorm_backward(stream(), alloc_, dinp, dweight, dout, inp, weight, rstd, N, C);

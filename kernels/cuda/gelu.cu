@@ -12,11 +12,11 @@ constexpr int kThreads = 256;
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
 constexpr float kGeluCube = 0.044715f;
 
-__global__ void gelu_forward_kernel(float* out, const float* inp, int64_t n) {
+__global__ void gelu_forward_kernel(float* out, const float* inp, int64_t n, OutputRounding rounding) {
   TRIDENT_GRID_STRIDE(i, n) {
     const float x = inp[i];
     const float u = kGeluScale * (x + kGeluCube * x * x * x);
-    out[i] = x / (1.0f + expf(-2.0f * u));  // x * sigmoid(2u); x / inf = -0 far left
+    out[i] = rounding(x / (1.0f + expf(-2.0f * u)), i);  // x * sigmoid(2u); x / inf = -0 far left
   }
 }
 
@@ -36,11 +36,11 @@ __global__ void gelu_backward_kernel(float* dinp, const float* inp, const float*
 }
 
 // One thread per (row, column) of the [N, F] output, grid-stride; idx / F picks the row.
-__global__ void swiglu_forward_kernel(float* out, const float* inp, int64_t N, int64_t F) {
+__global__ void swiglu_forward_kernel(float* out, const float* inp, int64_t N, int64_t F, OutputRounding rounding) {
   TRIDENT_GRID_STRIDE(idx, N * F) {
     const int64_t i = idx / F, j = idx - i * F;
     const float g = inp[i * 2 * F + j], u = inp[i * 2 * F + F + j];
-    out[idx] = g / (1.0f + expf(-g)) * u;
+    out[idx] = rounding(g / (1.0f + expf(-g)) * u, idx);
   }
 }
 
@@ -58,9 +58,9 @@ __global__ void swiglu_backward_kernel(float* dinp, const float* inp, const floa
 
 }  // namespace
 
-void gelu_forward(cudaStream_t stream, float* out, const float* inp, int64_t n) {
+void gelu_forward(cudaStream_t stream, float* out, const float* inp, int64_t n, OutputRounding rounding) {
   if (n <= 0) return;
-  TRIDENT_CUDA_CHECK(launch(gelu_forward_kernel, grid_for(n, kThreads), kThreads, 0, stream, out, inp, n));
+  TRIDENT_CUDA_CHECK(launch(gelu_forward_kernel, grid_for(n, kThreads), kThreads, 0, stream, out, inp, n, rounding));
 }
 
 void gelu_backward(cudaStream_t stream, float* dinp, const float* inp, const float* dout, int64_t n) {
@@ -68,9 +68,10 @@ void gelu_backward(cudaStream_t stream, float* dinp, const float* inp, const flo
   TRIDENT_CUDA_CHECK(launch(gelu_backward_kernel, grid_for(n, kThreads), kThreads, 0, stream, dinp, inp, dout, n));
 }
 
-void swiglu_forward(cudaStream_t stream, float* out, const float* inp, int64_t N, int64_t F) {
+void swiglu_forward(cudaStream_t stream, float* out, const float* inp, int64_t N, int64_t F, OutputRounding rounding) {
   if (N <= 0 || F <= 0) return;
-  TRIDENT_CUDA_CHECK(launch(swiglu_forward_kernel, grid_for(N * F, kThreads), kThreads, 0, stream, out, inp, N, F));
+  TRIDENT_CUDA_CHECK(
+      launch(swiglu_forward_kernel, grid_for(N * F, kThreads), kThreads, 0, stream, out, inp, N, F, rounding));
 }
 
 void swiglu_backward(cudaStream_t stream, float* dinp, const float* inp, const float* dout, int64_t N, int64_t F) {

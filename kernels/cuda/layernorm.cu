@@ -23,7 +23,8 @@ __device__ const float* row_input(const float* inp, const float* residual, float
 
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp, const float* residual, float* sum,
-                             const float* weight, const float* bias, int64_t N, int64_t C, double eps) {
+                             const float* weight, const float* bias, int64_t N, int64_t C, double eps,
+                             OutputRounding rounding) {
   const int lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   if (row >= N) return;  // uniform per warp: the warp's shuffles below stay complete
@@ -44,7 +45,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   float* y = out + row * C;
   for (int64_t c = lane; c < C; c += 32) {
     const float n = float((double(x[c]) - m) * rs);
-    y[c] = n * weight[c] + bias[c];
+    y[c] = rounding(n * weight[c] + bias[c], row * C + c);
   }
   if (lane == 0) {
     if (mean) mean[row] = float(m);
@@ -99,7 +100,7 @@ struct LayerNormParamTerms {
 // rstd = 1 / sqrt(mean(inp^2) + eps) in double; out = float(inp * rstd) * weight.
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     rmsnorm_forward_kernel(float* out, float* rstd, const float* inp, const float* residual, float* sum,
-                           const float* weight, int64_t N, int64_t C, double eps) {
+                           const float* weight, int64_t N, int64_t C, double eps, OutputRounding rounding) {
   const int lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   if (row >= N) return;  // uniform per warp
@@ -111,7 +112,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   }
   const double rs = 1.0 / sqrt(warp_sum(ss) / double(C) + eps);
   float* y = out + row * C;
-  for (int64_t c = lane; c < C; c += 32) y[c] = float(double(x[c]) * rs) * weight[c];
+  for (int64_t c = lane; c < C; c += 32) y[c] = rounding(float(double(x[c]) * rs) * weight[c], row * C + c);
   if (lane == 0 && rstd) rstd[row] = float(rs);
 }
 
@@ -150,20 +151,22 @@ struct RmsNormWeightTerm {
 }  // namespace
 
 void layernorm_forward(cudaStream_t stream, float* out, float* mean, float* rstd, const float* inp,
-                       const float* weight, const float* bias, int64_t N, int64_t C, float eps) {
+                       const float* weight, const float* bias, int64_t N, int64_t C, float eps,
+                       OutputRounding rounding) {
   if (N <= 0 || C <= 0) return;
   const unsigned blocks = unsigned(ceil_div(N, kWarpsPerBlock));
   TRIDENT_CUDA_CHECK(launch(layernorm_forward_kernel, blocks, kWarpsPerBlock * 32, 0, stream,
       out, mean, rstd, inp, static_cast<const float*>(nullptr), static_cast<float*>(nullptr), weight, bias, N, C,
-      double(eps)));
+      double(eps), rounding));
 }
 
 void residual_layernorm_forward(cudaStream_t stream, float* x, const float* residual, float* out, float* mean,
-                                float* rstd, const float* weight, const float* bias, int64_t N, int64_t C, float eps) {
+                                float* rstd, const float* weight, const float* bias, int64_t N, int64_t C, float eps,
+                                OutputRounding rounding) {
   if (N <= 0 || C <= 0) return;
   const unsigned blocks = unsigned(ceil_div(N, kWarpsPerBlock));
   TRIDENT_CUDA_CHECK(launch(layernorm_forward_kernel, blocks, kWarpsPerBlock * 32, 0, stream,
-      out, mean, rstd, static_cast<const float*>(x), residual, x, weight, bias, N, C, double(eps)));
+      out, mean, rstd, static_cast<const float*>(x), residual, x, weight, bias, N, C, double(eps), rounding));
 }
 
 void layernorm_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dinp, float* dweight, float* dbias,
@@ -182,19 +185,20 @@ void layernorm_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dinp
 }
 
 void rmsnorm_forward(cudaStream_t stream, float* out, float* rstd, const float* inp, const float* weight, int64_t N,
-                     int64_t C, float eps) {
+                     int64_t C, float eps, OutputRounding rounding) {
   if (N <= 0 || C <= 0) return;
   const unsigned blocks = unsigned(ceil_div(N, kWarpsPerBlock));
   TRIDENT_CUDA_CHECK(launch(rmsnorm_forward_kernel, blocks, kWarpsPerBlock * 32, 0, stream,
-      out, rstd, inp, static_cast<const float*>(nullptr), static_cast<float*>(nullptr), weight, N, C, double(eps)));
+      out, rstd, inp, static_cast<const float*>(nullptr), static_cast<float*>(nullptr), weight, N, C, double(eps),
+      rounding));
 }
 
 void residual_rmsnorm_forward(cudaStream_t stream, float* x, const float* residual, float* out, float* rstd,
-                              const float* weight, int64_t N, int64_t C, float eps) {
+                              const float* weight, int64_t N, int64_t C, float eps, OutputRounding rounding) {
   if (N <= 0 || C <= 0) return;
   const unsigned blocks = unsigned(ceil_div(N, kWarpsPerBlock));
   TRIDENT_CUDA_CHECK(launch(rmsnorm_forward_kernel, blocks, kWarpsPerBlock * 32, 0, stream,
-      out, rstd, static_cast<const float*>(x), residual, x, weight, N, C, double(eps)));
+      out, rstd, static_cast<const float*>(x), residual, x, weight, N, C, double(eps), rounding));
 }
 
 void rmsnorm_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dinp, float* dweight, const float* dout,

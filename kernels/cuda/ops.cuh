@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cuda/bf16.cuh"
 #include "kernels.hpp"
 
 namespace trident::cuda {
@@ -44,18 +45,21 @@ void position_backward(cudaStream_t stream, float* dwpe, const float* dout, int6
                        int64_t t_begin);
 
 // ---- layernorm.cu (and RMSNorm) ----
+// rounding: the output as it is (the default) or rounded for bf16 storage in the same pass (bf16.cuh).
 void layernorm_forward(cudaStream_t stream, float* out, float* mean, float* rstd, const float* inp,
-                       const float* weight, const float* bias, int64_t N, int64_t C, float eps);
+                       const float* weight, const float* bias, int64_t N, int64_t C, float eps,
+                       OutputRounding rounding = {});
 void layernorm_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dinp, float* dweight, float* dbias,
                         const float* dout, const float* inp, const float* weight, const float* mean,
                         const float* rstd, int64_t N, int64_t C);
 void rmsnorm_forward(cudaStream_t stream, float* out, float* rstd, const float* inp, const float* weight, int64_t N,
-                     int64_t C, float eps);
+                     int64_t C, float eps, OutputRounding rounding = {});
 // x += residual, then the norm of x (one pass fewer over the sum; Kernels::residual_layernorm_forward).
 void residual_layernorm_forward(cudaStream_t stream, float* x, const float* residual, float* out, float* mean,
-                                float* rstd, const float* weight, const float* bias, int64_t N, int64_t C, float eps);
+                                float* rstd, const float* weight, const float* bias, int64_t N, int64_t C, float eps,
+                                OutputRounding rounding = {});
 void residual_rmsnorm_forward(cudaStream_t stream, float* x, const float* residual, float* out, float* rstd,
-                              const float* weight, int64_t N, int64_t C, float eps);
+                              const float* weight, int64_t N, int64_t C, float eps, OutputRounding rounding = {});
 void rmsnorm_backward(cudaStream_t stream, DeviceAllocator& alloc, float* dinp, float* dweight, const float* dout,
                       const float* inp, const float* weight, const float* rstd, int64_t N, int64_t C);
 
@@ -91,9 +95,10 @@ void rope_apply(cudaStream_t stream, float* x, const float* table, int64_t B, in
                 int64_t HD, int64_t t_begin, int64_t t_count, float sign);
 
 // ---- gelu.cu (and SwiGLU) ----
-void gelu_forward(cudaStream_t stream, float* out, const float* inp, int64_t n);
+void gelu_forward(cudaStream_t stream, float* out, const float* inp, int64_t n, OutputRounding rounding = {});
 void gelu_backward(cudaStream_t stream, float* dinp, const float* inp, const float* dout, int64_t n);
-void swiglu_forward(cudaStream_t stream, float* out, const float* inp, int64_t N, int64_t F);
+void swiglu_forward(cudaStream_t stream, float* out, const float* inp, int64_t N, int64_t F,
+                    OutputRounding rounding = {});
 void swiglu_backward(cudaStream_t stream, float* dinp, const float* inp, const float* dout, int64_t N, int64_t F);
 
 // ---- crossentropy.cu ----

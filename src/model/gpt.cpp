@@ -139,6 +139,10 @@ void GptModel::keep(float* x, const PackedActs* packed, uint16_t* PackedActs::*f
   if (bf16_) k_.round_to_bf16(x, packed ? packed->*field : nullptr, n);
 }
 
+GptModel::Rounding GptModel::kept_rounding(const PackedActs* packed, uint16_t* PackedActs::*field) const {
+  return {bf16_, bf16_ && packed ? packed->*field : nullptr};
+}
+
 void GptModel::unpack(const PackedActs& packed, const LayerActs& a) {
   for (const auto& f : packed_fields())
     if (backward_reads_values(f.bits)) k_.unpack_bf16(a.*f.value, packed.*f.bits, f.n);
@@ -243,21 +247,34 @@ void GptModel::position_grads(float* dwpe, const float* dx) {
   }
 }
 
-void GptModel::norm_forward(float* out, float* mean, float* rstd, const float* x, int64_t weight, int64_t bias) {
-  if (shapes_.rmsnorm) {
-    k_.rmsnorm_forward(out, rstd, x, param(weight), Nl_, shapes_.C, shapes_.norm_eps);
+void GptModel::norm_forward(float* out, float* mean, float* rstd, const float* x, int64_t weight, int64_t bias,
+                            Rounding rounding) {
+  const int64_t C = shapes_.C;
+  const float eps = shapes_.norm_eps;
+  if (shapes_.rmsnorm && rounding.round) {
+    k_.rmsnorm_forward_rounded(rounding.packed, out, rstd, x, param(weight), Nl_, C, eps);
+  } else if (shapes_.rmsnorm) {
+    k_.rmsnorm_forward(out, rstd, x, param(weight), Nl_, C, eps);
+  } else if (rounding.round) {
+    k_.layernorm_forward_rounded(rounding.packed, out, mean, rstd, x, param(weight), optional_param(bias), Nl_, C, eps);
   } else {
-    k_.layernorm_forward(out, mean, rstd, x, param(weight), optional_param(bias), Nl_, shapes_.C, shapes_.norm_eps);
+    k_.layernorm_forward(out, mean, rstd, x, param(weight), optional_param(bias), Nl_, C, eps);
   }
 }
 
 void GptModel::residual_norm_forward(float* out, float* mean, float* rstd, float* x, const float* residual,
-                                     int64_t weight, int64_t bias) {
-  if (shapes_.rmsnorm) {
-    k_.residual_rmsnorm_forward(x, residual, out, rstd, param(weight), Nl_, shapes_.C, shapes_.norm_eps);
+                                     int64_t weight, int64_t bias, Rounding rounding) {
+  const int64_t C = shapes_.C;
+  const float eps = shapes_.norm_eps;
+  if (shapes_.rmsnorm && rounding.round) {
+    k_.residual_rmsnorm_forward_rounded(rounding.packed, x, residual, out, rstd, param(weight), Nl_, C, eps);
+  } else if (shapes_.rmsnorm) {
+    k_.residual_rmsnorm_forward(x, residual, out, rstd, param(weight), Nl_, C, eps);
+  } else if (rounding.round) {
+    k_.residual_layernorm_forward_rounded(rounding.packed, x, residual, out, mean, rstd, param(weight),
+                                          optional_param(bias), Nl_, C, eps);
   } else {
-    k_.residual_layernorm_forward(x, residual, out, mean, rstd, param(weight), optional_param(bias), Nl_, shapes_.C,
-                                  shapes_.norm_eps);
+    k_.residual_layernorm_forward(x, residual, out, mean, rstd, param(weight), optional_param(bias), Nl_, C, eps);
   }
 }
 
@@ -274,10 +291,12 @@ std::optional<GptModel::NextNorm> GptModel::norm_after(const Slot& sl, int64_t l
   if (l + 1 < L0_ + nl_) {
     const LayerActs& next = acts_for(sl, l + 1);
     const auto& p = layout_.layer(l + 1);
-    return NextNorm{next.ln1, next.ln1_mean, next.ln1_rstd, p.ln1_w, p.ln1_b, layer_range(l + 1)};
+    return NextNorm{next.ln1,       next.ln1_mean,      next.ln1_rstd,
+                    p.ln1_w,        p.ln1_b,            layer_range(l + 1),
+                    kept_rounding(packed_for(sl, l + 1), &PackedActs::ln1)};
   }
   if (layout_.has_head())
-    return NextNorm{lnf_, lnf_mean_, lnf_rstd_, layout_.lnf_w(), layout_.lnf_b(), head_params()};
+    return NextNorm{lnf_, lnf_mean_, lnf_rstd_, layout_.lnf_w(), layout_.lnf_b(), head_params(), {}};
   return std::nullopt;
 }
 
@@ -289,8 +308,8 @@ void GptModel::layer_forward(Slot& sl, int64_t l, const LayerActs& a, bool ln1_d
   const float* x = sl.residual[l - L0_];
   const PackedActs* pk = packed_for(sl, l);
   acquire_params(layer_range(l));
-  if (!ln1_done) norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b);
-  keep(a.ln1, pk, &PackedActs::ln1, Nl * C);
+  // (ln1_done: the previous layer's fused add computed ln_1, rounded as it is kept here: NextNorm::rounding.)
+  if (!ln1_done) norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1_w, p.ln1_b, kept_rounding(pk, &PackedActs::ln1));
   k_.matmul_forward(a.qkv, norm_output(a.ln1, pk, &PackedActs::ln1, false), weight(p.qkv_w), optional_param(p.qkv_b),
                     N, C, QKVl_);
   if (s.rope) k_.rope_forward(a.qkv, rope_table_, B_, s.T, NHl_, KVHl_, s.HD, 0, s.T);
@@ -300,17 +319,21 @@ void GptModel::layer_forward(Slot& sl, int64_t l, const LayerActs& a, bool ln1_d
   k_.matmul_forward(partial_for(a.x2), kept(a.atty, pk, &PackedActs::atty), weight(p.attn_proj_w),
                     bias_here ? optional_param(p.attn_proj_b) : nullptr, N, Cl_, C);
   from_partial(partial_for(a.x2), a.x2, C);
-  residual_norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, x, p.ln2_w, p.ln2_b);  // x2 = x + attn, ln_2 of it
-  keep(a.ln2, pk, &PackedActs::ln2, Nl * C);
+  residual_norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.x2, x, p.ln2_w, p.ln2_b,  // x2 = x + attn, ln_2 of it
+                        kept_rounding(pk, &PackedActs::ln2));
   k_.matmul_forward(a.fch, norm_output(a.ln2, pk, &PackedActs::ln2, false), weight(p.fc_w), optional_param(p.fc_b), N,
                     C, FCl_);
   keep(a.fch, pk, &PackedActs::fch, N * FCl_);
-  if (s.swiglu) {
+  const Rounding act = kept_rounding(pk, &PackedActs::fchg);
+  if (s.swiglu && act.round) {
+    k_.swiglu_forward_rounded(act.packed, a.fchg, a.fch, N, Fl_);
+  } else if (s.swiglu) {
     k_.swiglu_forward(a.fchg, a.fch, N, Fl_);
+  } else if (act.round) {
+    k_.gelu_forward_rounded(act.packed, a.fchg, a.fch, N * Fl_);
   } else {
     k_.gelu_forward(a.fchg, a.fch, N * Fl_);
   }
-  keep(a.fchg, pk, &PackedActs::fchg, N * Fl_);
   float* out = sl.residual[l - L0_ + 1];
   k_.matmul_forward(partial_for(out), kept(a.fchg, pk, &PackedActs::fchg), weight(p.fc_proj_w),
                     bias_here ? optional_param(p.fc_proj_b) : nullptr, N, Fl_, C);
@@ -321,7 +344,7 @@ void GptModel::layer_forward(Slot& sl, int64_t l, const LayerActs& a, bool ln1_d
   if (ln1_done) release_params(layer_range(l));
   if (next) {  // out = x2 + mlp, and the next norm of it
     acquire_params(next->segment);
-    residual_norm_forward(next->out, next->mean, next->rstd, out, a.x2, next->weight, next->bias);
+    residual_norm_forward(next->out, next->mean, next->rstd, out, a.x2, next->weight, next->bias, next->rounding);
   } else {
     k_.accumulate(out, a.x2, Nl * C);
   }

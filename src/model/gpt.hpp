@@ -22,7 +22,8 @@
 //
 // train.precision = "bf16" (Precision::BF16): the activations a layer keeps for backward, its norm
 // outputs, q|k|v, attention output, MLP pre-activation and activation, are rounded to bf16
-// (Kernels::round_to_bf16) as soon as they are produced, so forward goes on with the rounded values, and
+// as soon as they are produced (by the norm or activation itself, Kernels::*_rounded; after a GEMM or
+// attention by Kernels::round_to_bf16), so forward goes on with the rounded values, and
 // a slot keeps only their bf16 patterns. The GEMMs read those patterns (GemmInput: no rounded copy on a
 // GPU), in forward and backward; backward unpacks into one shared fp32 set only what other kernels read
 // (q|k|v, the attention output, the MLP pre-activation; and the norm outputs that SP gathers). Forward and
@@ -260,6 +261,13 @@ class GptModel {
   const PackedActs* packed_for(const Slot& s, int64_t l) const;
   // bf16 storage: x rounded in place, and its patterns kept in `packed` when not null. fp32: nothing.
   void keep(float* x, const PackedActs* packed, uint16_t* PackedActs::*field, int64_t n);
+  // The same for a norm's or an activation's output, done by the op itself (Kernels::*_rounded, the same
+  // bits in one pass fewer): whether to round, and where its patterns go (null: nowhere).
+  struct Rounding {
+    bool round;
+    uint16_t* packed;
+  };
+  Rounding kept_rounding(const PackedActs* packed, uint16_t* PackedActs::*field) const;
   // Backward's fp32 copies of the packed activations that kernels other than the GEMMs read.
   void unpack(const PackedActs& packed, const LayerActs& a);
   bool backward_reads_values(uint16_t* PackedActs::*field) const;
@@ -287,6 +295,7 @@ class GptModel {
     float *out, *mean, *rstd;
     int64_t weight, bias;
     std::pair<int64_t, int64_t> segment;
+    Rounding rounding;  // a layer's ln_1 is kept (bf16: rounded here); ln_f is not
   };
   // In a forward pass, the norm after layer l: layer l + 1's ln_1 in this chunk, or ln_f when l is the
   // chunk's last layer and the chunk holds the head; none for the last layer of a chunk without it.
@@ -298,10 +307,11 @@ class GptModel {
   void layer_forward(Slot& s, int64_t l, const LayerActs& a, bool ln1_done = false, const NextNorm* next = nullptr);
   void layer_backward(Slot& s, int64_t l, const LayerActs& a);
   // LayerNorm or RMSNorm of this rank's rows (weight, bias: flat offsets; bias -1 for none).
-  void norm_forward(float* out, float* mean, float* rstd, const float* x, int64_t weight, int64_t bias);
+  void norm_forward(float* out, float* mean, float* rstd, const float* x, int64_t weight, int64_t bias,
+                    Rounding rounding = {false, nullptr});
   // x += residual, then norm_forward of x, fused (Kernels::residual_layernorm_forward).
   void residual_norm_forward(float* out, float* mean, float* rstd, float* x, const float* residual, int64_t weight,
-                             int64_t bias);
+                             int64_t bias, Rounding rounding = {false, nullptr});
   void norm_backward(float* dx, int64_t weight, int64_t bias, const float* dout, const float* x, const float* mean,
                      const float* rstd);
   void sum_over_replicas(const ParamTensor& t, float* g, int64_t n);

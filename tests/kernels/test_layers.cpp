@@ -1,6 +1,7 @@
 // Matmul (and that its GEMMs reach the BLAS library), LayerNorm, GELU.
 #include <gtest/gtest.h>
 
+#include "common/bf16_arithmetic.hpp"
 #include "common/test_support.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -273,6 +274,75 @@ TEST_P(LayersTest, GeluBackwardMatchesFiniteDifferencesAndAccumulates) {
   EXPECT_TRUE(close(g, fd, 1e-6, 1e-5));  // float evaluation of the closed-form derivative
   k->gelu_backward(dX.get(), X.get(), dout.get(), n);
   EXPECT_TRUE(same_bits(dX.host(), to_float(scaled(g, 2.0))));  // g + g is exact
+}
+
+// bf16 storage's rounding done by the op that produces the output (Kernels::*_rounded): every norm and
+// activation gives the bits of the op followed by round_to_bf16 of its output - the output, the kept
+// patterns, the statistics and the residual sum - with the patterns kept and without (packed null). On
+// the CUDA backend this tests the fused kernels (the rounding in the op's own pass), on Kokkos the
+// Kernels defaults. Rows of 130 columns: each warp lane of the CUDA norms takes several columns.
+TEST_P(LayersTest, RoundedNormsAndActivationsAreTheOpThenTheRounding) {
+  const int64_t N = 37, C = 130, n = N * C;
+  const VecF x = random_vec(n, 60, -3.0f, 3.0f), residual = random_vec(n, 61), w = random_vec(C, 62, 0.5f, 1.5f),
+             b = random_vec(C, 63);
+  Buf W(*k, w), Bb(*k, b), R(*k, residual);
+  enum Op { kLayerNorm, kRmsNorm, kResidualLayerNorm, kResidualRmsNorm, kGelu, kSwiglu };
+  const char* names[] = {"layernorm", "rmsnorm", "residual_layernorm", "residual_rmsnorm", "gelu", "swiglu"};
+  // What one call leaves: the output, its patterns widened (when kept), mean, rstd and the input (x + residual).
+  const auto run = [&](Op op, bool fused, bool keep_patterns) {
+    Buf X(*k, x), out(*k, n), mean(*k, N), rstd(*k, N), widened(*k, n);
+    uint16_t* packed = keep_patterns ? k->alloc_bf16(n) : nullptr;
+    float* o = out.get();
+    const int64_t outputs = op == kSwiglu ? n / 2 : n;  // SwiGLU: [N, 2F] -> [N, F], F = C / 2
+    switch (op) {
+      case kLayerNorm:
+        if (fused) k->layernorm_forward_rounded(packed, o, mean.get(), rstd.get(), X.get(), W.get(), Bb.get(), N, C, 1e-5f);
+        else k->layernorm_forward(o, mean.get(), rstd.get(), X.get(), W.get(), Bb.get(), N, C, 1e-5f);
+        break;
+      case kRmsNorm:
+        if (fused) k->rmsnorm_forward_rounded(packed, o, rstd.get(), X.get(), W.get(), N, C, 1e-5f);
+        else k->rmsnorm_forward(o, rstd.get(), X.get(), W.get(), N, C, 1e-5f);
+        break;
+      case kResidualLayerNorm:
+        if (fused)
+          k->residual_layernorm_forward_rounded(packed, X.get(), R.get(), o, mean.get(), rstd.get(), W.get(), Bb.get(),
+                                                N, C, 1e-5f);
+        else k->residual_layernorm_forward(X.get(), R.get(), o, mean.get(), rstd.get(), W.get(), Bb.get(), N, C, 1e-5f);
+        break;
+      case kResidualRmsNorm:
+        if (fused) k->residual_rmsnorm_forward_rounded(packed, X.get(), R.get(), o, rstd.get(), W.get(), N, C, 1e-5f);
+        else k->residual_rmsnorm_forward(X.get(), R.get(), o, rstd.get(), W.get(), N, C, 1e-5f);
+        break;
+      case kGelu:
+        if (fused) k->gelu_forward_rounded(packed, o, X.get(), n);
+        else k->gelu_forward(o, X.get(), n);
+        break;
+      case kSwiglu:
+        if (fused) k->swiglu_forward_rounded(packed, o, X.get(), N, C / 2);
+        else k->swiglu_forward(o, X.get(), N, C / 2);
+        break;
+    }
+    if (!fused) k->round_to_bf16(o, packed, outputs);
+    if (packed) k->unpack_bf16(widened.get(), packed, outputs);
+    std::vector<VecF> left = {out.host(), widened.host(), mean.host(), rstd.host(), X.host()};
+    k->free(packed);
+    left[0].resize(size_t(outputs));
+    left[1].resize(keep_patterns ? size_t(outputs) : 0);
+    return left;
+  };
+  const char* parts[] = {"output", "patterns", "mean", "rstd", "input"};
+  for (Op op : {kLayerNorm, kRmsNorm, kResidualLayerNorm, kResidualRmsNorm, kGelu, kSwiglu})
+    for (bool keep_patterns : {true, false}) {
+      SCOPED_TRACE(std::string(names[op]) + (keep_patterns ? ", patterns kept" : ", patterns not kept"));
+      const auto fused = run(op, true, keep_patterns), expected = run(op, false, keep_patterns);
+      for (size_t i = 0; i < fused.size(); ++i) EXPECT_TRUE(same_bits(fused[i], expected[i])) << parts[i];
+      if (keep_patterns) {
+        EXPECT_TRUE(same_bits(fused[1], fused[0])) << "the patterns are the rounded output";
+      }
+      VecF rounded_again = fused[0];
+      for (float& v : rounded_again) v = test::bf16_by_arithmetic(v);
+      EXPECT_TRUE(same_bits(rounded_again, fused[0])) << "the output holds bf16 values";
+    }
 }
 
 TRIDENT_INSTANTIATE_KERNEL_SUITE(LayersTest);
