@@ -291,9 +291,8 @@ std::optional<GptModel::NextNorm> GptModel::norm_after(const Slot& sl, int64_t l
   if (l + 1 < L0_ + nl_) {
     const LayerActs& next = acts_for(sl, l + 1);
     const auto& p = layout_.layer(l + 1);
-    return NextNorm{next.ln1,       next.ln1_mean,      next.ln1_rstd,
-                    p.ln1_w,        p.ln1_b,            layer_range(l + 1),
-                    kept_rounding(packed_for(sl, l + 1), &PackedActs::ln1)};
+    const Rounding kept_ln1 = kept_rounding(packed_for(sl, l + 1), &PackedActs::ln1);
+    return NextNorm{next.ln1, next.ln1_mean, next.ln1_rstd, p.ln1_w, p.ln1_b, layer_range(l + 1), kept_ln1};
   }
   if (layout_.has_head())
     return NextNorm{lnf_, lnf_mean_, lnf_rstd_, layout_.lnf_w(), layout_.lnf_b(), head_params(), {}};
