@@ -13,7 +13,9 @@
 #   attention benchmarks/gpu/pytorch_attention.py: PyTorch's flash attention at the 124M and 774M
 #             attention shapes, the reference for the kernels table's attention rows
 #   kernels   benchmarks/gpu/run_cuda_kernels.sh at 124M: every CUDA op's time and the step they add up
-#             to, to set beside the measured step (the machine has no profiler)
+#             to, to set beside the measured step (the machine has no profiler), and the step's GEMMs
+#             beside the same GEMMs in cuBLASLt called directly (heuristic top-1 and best of 8, bf16
+#             output, the GELU epilogue)
 #   autocast  (when .device-deps/precision/ holds the shard) #26's PyTorch CPU bf16 autocast run with
 #             torch's own bf16 GEMMs (AUTOCAST_GEMM=native: a cross-check of the float32-summed GEMMs that
 #             judged the criterion on the CPU, benchmarks/README.md), started first, in the background, niced, on AUTOCAST_THREADS (8) of the 16 cores, stopped at
