@@ -11,7 +11,7 @@
 #
 # Systems: trident (CUDA, train.precision = "bf16": bf16 GEMM and attention operands, the activations kept
 # for backward stored in bf16, a bf16 working copy of fp32 master weights, fp32 gradients; the vocabulary
-# padded to 50304 as llm.c and the PyTorch script pad it, model.vocab_pad_to = 64); llm.c's
+# padded to 50304 as llm.c and the PyTorch script pad it, trident's default model.vocab_pad_to = 128); llm.c's
 # train_gpt2cu (bf16, its own attention, no cuDNN), from random init on random token shards
 # (llmc_shards.py); PyTorch (benchmarks/gpu/pytorch_gpu_step.py: torch.compile, flash SDPA only, fused
 # AdamW, bf16 autocast over fp32 master weights, gradient clipping as llm.c). Every system runs 32 steps
@@ -115,7 +115,7 @@ for s in "${shapes[@]}"; do
     bash -c 'source .device-deps/device-env.sh >/dev/null && exec "$@"' _ \
     "$build/trident" train "$here/../model/gpt2-124m-bench.toml" --set model.seq_len=1024 \
     --set model.layers="$L" --set model.hidden="$C" --set model.heads="$NH" --set train.micro_batch="$B" \
-    --set train.global_batch="$B" --set train.steps="$steps" --set train.precision=bf16 --set model.vocab_pad_to=64 \
+    --set train.global_batch="$B" --set train.steps="$steps" --set train.precision=bf16 \
     --set runtime.backend=cuda --set data.format=llmc --set data.path="$shards/rand_train_*.bin" \
     --set runtime.log_every=1 --set runtime.metrics="$logs/trident-$name.jsonl"
   grep -E "throughput reference|summary:" "$logs/trident-$name.log"
@@ -128,7 +128,7 @@ if [ "${OP_PROFILE:-0}" = 1 ] && [ "$trident_ok" = 1 ]; then
     bash -c 'source .device-deps/device-env.sh >/dev/null && exec "$@"' _ \
     "$build/trident" train "$here/../model/gpt2-124m-bench.toml" --set model.seq_len=1024 \
     --set model.layers=12 --set model.hidden=768 --set model.heads=12 --set train.micro_batch=16 \
-    --set train.global_batch=16 --set train.steps=6 --set train.precision=bf16 --set model.vocab_pad_to=64 \
+    --set train.global_batch=16 --set train.steps=6 --set train.precision=bf16 \
     --set runtime.backend=cuda --set data.format=llmc --set data.path="$shards/rand_train_*.bin" \
     --set runtime.op_profile="$logs/trident-124M-ops.json"
   sed -n '/op profile of rank 0/,/more in the JSON/p' "$logs/trident-124M-ops.log"

@@ -52,14 +52,13 @@ for s in ${SHAPES:-124m 774m}; do
     *) echo "run_cuda_kernels: SHAPES takes 124m and 774m, not $s"; continue ;;
   esac
   phase "kernels-$s" 240 "$logs/cuda-kernels-$s.txt" "$build/benchmarks/gpu/bench_cuda_kernels" --shape="$s" \
-    --iterations="$iterations" --vocab-pad-to=64 --benchmark_out="$logs/cuda-kernels-$s.json" \
+    --iterations="$iterations" --benchmark_out="$logs/cuda-kernels-$s.json" \
     --benchmark_out_format=json
   sed -n '/^Step model/,$p' "$logs/cuda-kernels-$s.txt"
   [ "${STEP:-1}" = 0 ] && continue
   phase "trident-$s" 150 "$logs/trident-$s.log" "$build/trident" train "$here/../model/gpt2-124m-bench.toml" \
     --set model.seq_len=1024 --set model.layers="$L" --set model.hidden="$C" --set model.heads="$NH" \
     --set train.micro_batch="$B" --set train.global_batch="$B" --set train.steps=12 --set train.precision=bf16 \
-    --set model.vocab_pad_to=64 \
     --set runtime.backend=cuda --set runtime.log_every=1 --set runtime.metrics="$logs/trident-$s.jsonl"
   python3 - "$logs/trident-$s.jsonl" "$s" <<'PY'
 import json, statistics, sys

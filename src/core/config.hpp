@@ -51,7 +51,7 @@ struct ModelConfig {
   double init_std = 0.02;
   uint64_t seed = 1234;
   std::string init_from;        // safetensors file with Hugging Face GPT-2 names; empty = random init
-  int64_t vocab_pad_to = 1;     // pad the vocabulary to a multiple of lcm(vocab_pad_to, tp)
+  int64_t vocab_pad_to = 128;   // pad the vocabulary to a multiple of lcm(vocab_pad_to, tp)
 
   int64_t head_dim() const { return hidden / heads; }
   // ffn_hidden and kv_heads as resolved by the deck (for a ModelConfig built without one: the defaults).

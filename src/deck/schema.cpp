@@ -307,7 +307,10 @@ std::vector<KeySpec> build() {
                    "names the shards). A config.json beside the weights must describe the deck's model (checked at start-up)."));
   k.push_back(integer("model", "vocab_pad_to", &Config::model, &ModelConfig::vocab_pad_to, 1, 1 << 20,
                       "The stored vocabulary is padded to a multiple of lcm(vocab_pad_to, mesh.tp); padded "
-                      "logits never enter the softmax and padding never reaches checkpoints or exports."));
+                      "logits never enter the softmax and padding never reaches checkpoints or exports. The "
+                      "default, 128 as Megatron-LM's, keeps the LM head's GEMM dimensions multiples of 16 bytes, "
+                      "which cuBLASLt's fast tensor-core kernels need (GPT-2's 50257 becomes 50304); 1 stores the "
+                      "vocabulary as it is."));
   // [mesh]
   k.push_back(integer("mesh", "tp", &Config::mesh, &MeshConfig::tp, 1, 1 << 16,
                       "Tensor-parallel degree (ranks that split every layer; keep them inside one node)."));

@@ -355,7 +355,7 @@ std::vector<KeyRow> key_rows() {
       {"model", "init_std", "float", "0.02", "0.02", "a number > 0", "1e-45", "0.0", "1e300", "inf", {}},
       {"model", "seed", "integer", "1234", "1234", "an integer in [0, 2147483647]", "0", "-1", kBig, kBigBad, {}},
       {"model", "init_from", "string", "\"\"", "\"\"", "empty, or the path of a safetensors file, an index json or a model directory", "", "", "", "", {}},
-      {"model", "vocab_pad_to", "integer", "1", "1", "an integer in [1, 1048576]", "1", "0", "1048576", "1048577", {}},
+      {"model", "vocab_pad_to", "integer", "128", "128", "an integer in [1, 1048576]", "1", "0", "1048576", "1048577", {}},
       {"mesh", "tp", "integer", "1", "1", "an integer in [1, 65536]", "1", "0", "65536", "65537",
        {"model.heads=65536", "model.hidden=65536"}},
       {"mesh", "pp", "integer", "1", "1", "an integer in [1, 65536]", "1", "0", "65536", "65537",
@@ -514,7 +514,7 @@ TEST(DeckDefaults, EmptyDeckIsConfigDefaultsWithDerivedFfn) {
   EXPECT_DOUBLE_EQ(c.model.init_std, 0.02);
   EXPECT_EQ(c.model.seed, 1234u);
   EXPECT_EQ(c.model.init_from, "");
-  EXPECT_EQ(c.model.vocab_pad_to, 1);
+  EXPECT_EQ(c.model.vocab_pad_to, 128);
   EXPECT_EQ(c.mesh.tp, 1);
   EXPECT_EQ(c.mesh.pp, 1);
   EXPECT_EQ(c.mesh.dp, 1);

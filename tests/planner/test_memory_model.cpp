@@ -89,15 +89,15 @@ TEST(MemoryModel, Fp32StatesAndZeroShards) {
   EXPECT_DOUBLE_EQ(s3.optimizer_moments, 2e6);
 }
 
-// ZeRO-2/3 buffers beside the partitions, GPT-2 124M (h 768, vocabulary 50257 unpadded) in fp32:
-// the token embedding segment 50257*768, a layer 12h^2 + 13h (c_attn 3h^2+3h, attn.c_proj h^2+h, c_fc
+// ZeRO-2/3 buffers beside the partitions, GPT-2 124M (h 768, vocabulary 50257 stored padded to 50304 by
+// the default model.vocab_pad_to, 128) in fp32: the token embedding segment 50304*768, a layer 12h^2 + 13h (c_attn 3h^2+3h, attn.c_proj h^2+h, c_fc
 // 4h^2+4h, mlp.c_proj 4h^2+h, two LayerNorms 4h). Staging: the largest segment + one layer; a tied
 // embedding shared by two stages adds its whole gradient on both. Gathered parameters: the largest
 // segment + one layer (the one in use and the next prefetched).
 TEST(MemoryModel, ZeroStagingAndGatherBuffers) {
   Config cfg = test::gpt2_small_calibration();
   Layout l = layout_of(cfg);
-  const double h = 768, wte = 50257 * h, layer = 12 * h * h + 13 * h;
+  const double h = 768, wte = 50304 * h, layer = 12 * h * h + 13 * h;
   EXPECT_DOUBLE_EQ(layer_params_per_rank(cfg.model, 1), layer);
   EXPECT_DOUBLE_EQ(zero2_gradient_staging_bytes(cfg.model, l, 0, 4), 4 * (wte + layer));
   EXPECT_DOUBLE_EQ(zero3_parameter_gather_bytes(cfg.model, l, 4), 4 * (wte + layer));
@@ -207,7 +207,7 @@ TEST(MemoryModel, Bf16GradientReductionKeepsTheGradientsPatterns) {
   bf16.mesh.grad_reduce_dtype = Precision::BF16;
   EXPECT_DOUBLE_EQ(stage(bf16).states.gradients - stage(cfg).states.gradients, 2.0 * stage(cfg).params);
   l.zero = 2;
-  const double C = 768, wte = 50257 * C, layer = 12 * C * C + 13 * C;
+  const double C = 768, wte = 50304 * C, layer = 12 * C * C + 13 * C;  // 50257 padded (vocab_pad_to 128)
   EXPECT_DOUBLE_EQ(stage(bf16).states.gradients, stage(cfg).states.gradients);
   EXPECT_DOUBLE_EQ(stage(bf16).comm_buffers - stage(cfg).comm_buffers, 2.0 * (wte + layer));
   bf16.mesh.dp = 2;
