@@ -170,6 +170,19 @@ class Kernels {
   // dinp, dweight, dbias may each be null (not wanted).
   virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, GemmInput inp,
                                GemmInput weight, int64_t N, int64_t IC, int64_t OC) = 0;
+  // The backward ops whose input gradient the model writes into a fresh buffer, with that gradient
+  // WRITTEN (dinp = the gradient; whatever dinp held, NaN included, is never read) instead of accumulated:
+  // each is fill(dinp, 0) followed by its accumulating op, which is what these defaults do, so the same
+  // values (a zero sum may come out as -0 instead of +0). The CUDA backend writes in the op's own pass
+  // (the dinp GEMM with beta 0; the tensor-core attention): no fill pass, no read of dinp. matmul's dweight and
+  // dbias still accumulate.
+  virtual void matmul_backward_overwrite(float* dinp, float* dweight, float* dbias, const float* dout, GemmInput inp,
+                                         GemmInput weight, int64_t N, int64_t IC, int64_t OC);
+  virtual void gelu_backward_overwrite(float* dinp, const float* inp, const float* dout, int64_t n);
+  virtual void swiglu_backward_overwrite(float* dinp, const float* inp, const float* dout, int64_t N, int64_t F);
+  virtual void attention_backward_overwrite(float* dqkv, const float* dout, const float* qkv, const float* out,
+                                            const float* lse, int64_t B, int64_t T, int64_t NH, int64_t KVH,
+                                            int64_t HD);
 
   // ---- causal self-attention, grouped-query (flash-style contract) ----
   // NH query heads and KVH key/value heads of size HD (NH a multiple of KVH; KVH = NH is multi-head
@@ -330,6 +343,30 @@ inline void Kernels::gelu_forward_rounded(uint16_t* packed, float* out, const fl
 inline void Kernels::swiglu_forward_rounded(uint16_t* packed, float* out, const float* inp, int64_t N, int64_t F) {
   swiglu_forward(out, inp, N, F);
   round_to_bf16(out, packed, N * F);
+}
+
+inline void Kernels::matmul_backward_overwrite(float* dinp, float* dweight, float* dbias, const float* dout,
+                                               GemmInput inp, GemmInput weight, int64_t N, int64_t IC, int64_t OC) {
+  if (dinp) fill(dinp, 0.f, N * IC);
+  matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
+}
+
+inline void Kernels::gelu_backward_overwrite(float* dinp, const float* inp, const float* dout, int64_t n) {
+  fill(dinp, 0.f, n);
+  gelu_backward(dinp, inp, dout, n);
+}
+
+inline void Kernels::swiglu_backward_overwrite(float* dinp, const float* inp, const float* dout, int64_t N,
+                                               int64_t F) {
+  fill(dinp, 0.f, N * 2 * F);
+  swiglu_backward(dinp, inp, dout, N, F);
+}
+
+inline void Kernels::attention_backward_overwrite(float* dqkv, const float* dout, const float* qkv, const float* out,
+                                                  const float* lse, int64_t B, int64_t T, int64_t NH, int64_t KVH,
+                                                  int64_t HD) {
+  fill(dqkv, 0.f, B * T * (NH + 2 * KVH) * HD);
+  attention_backward(dqkv, dout, qkv, out, lse, B, T, NH, KVH, HD);
 }
 
 inline double Kernels::sum_squares(const float* x, int64_t n) {

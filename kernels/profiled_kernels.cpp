@@ -208,6 +208,12 @@ void ProfiledKernels::matmul_backward(float* dinp, float* dweight, float* dbias,
         products * gemm_flops(N, IC, OC));
 }
 
+void ProfiledKernels::matmul_backward_overwrite(float* dinp, float* dweight, float* dbias, const float* dout, GemmInput inp, GemmInput weight, int64_t N, int64_t IC, int64_t OC) {
+  const int products = (dinp ? 1 : 0) + (dweight ? 1 : 0);
+  timed("matmul_backward_overwrite " + gemm(N, IC, OC), [&] { inner_.matmul_backward_overwrite(dinp, dweight, dbias, dout, inp, weight, N, IC, OC); },
+        products * gemm_flops(N, IC, OC));
+}
+
 void ProfiledKernels::attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD) {
   timed("attention_forward " + heads(B, T, NH, KVH, HD), [&] { inner_.attention_forward(out, lse, qkv, B, T, NH, KVH, HD); },
         causal_attention_flops(B, T, NH, HD));
@@ -219,6 +225,11 @@ void ProfiledKernels::attention_forward_rows(float* out, const float* qkv, int64
 
 void ProfiledKernels::attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD) {
   timed("attention_backward " + heads(B, T, NH, KVH, HD), [&] { inner_.attention_backward(dqkv, dout, qkv, out, lse, B, T, NH, KVH, HD); },
+        2 * causal_attention_flops(B, T, NH, HD));
+}
+
+void ProfiledKernels::attention_backward_overwrite(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD) {
+  timed("attention_backward_overwrite " + heads(B, T, NH, KVH, HD), [&] { inner_.attention_backward_overwrite(dqkv, dout, qkv, out, lse, B, T, NH, KVH, HD); },
         2 * causal_attention_flops(B, T, NH, HD));
 }
 
@@ -238,12 +249,20 @@ void ProfiledKernels::swiglu_backward(float* dinp, const float* inp, const float
   timed("swiglu_backward " + matrix(N, F), [&] { inner_.swiglu_backward(dinp, inp, dout, N, F); });
 }
 
+void ProfiledKernels::swiglu_backward_overwrite(float* dinp, const float* inp, const float* dout, int64_t N, int64_t F) {
+  timed("swiglu_backward_overwrite " + matrix(N, F), [&] { inner_.swiglu_backward_overwrite(dinp, inp, dout, N, F); });
+}
+
 void ProfiledKernels::gelu_forward(float* out, const float* inp, int64_t n) {
   timed(fmt::format("gelu_forward {}", n), [&] { inner_.gelu_forward(out, inp, n); });
 }
 
 void ProfiledKernels::gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
   timed(fmt::format("gelu_backward {}", n), [&] { inner_.gelu_backward(dinp, inp, dout, n); });
+}
+
+void ProfiledKernels::gelu_backward_overwrite(float* dinp, const float* inp, const float* dout, int64_t n) {
+  timed(fmt::format("gelu_backward_overwrite {}", n), [&] { inner_.gelu_backward_overwrite(dinp, inp, dout, n); });
 }
 
 void ProfiledKernels::xent_row_max(float* rowmax, const float* logits, int64_t N, int64_t stride, int64_t vocab_count) {

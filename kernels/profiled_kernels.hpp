@@ -101,6 +101,8 @@ class ProfiledKernels final : public Kernels {
                       int64_t OC) override;
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, GemmInput inp, GemmInput weight,
                        int64_t N, int64_t IC, int64_t OC) override;
+  void matmul_backward_overwrite(float* dinp, float* dweight, float* dbias, const float* dout, GemmInput inp,
+                                 GemmInput weight, int64_t N, int64_t IC, int64_t OC) override;
 
   void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t KVH,
                          int64_t HD) override;
@@ -108,14 +110,19 @@ class ProfiledKernels final : public Kernels {
                               int64_t HD, int64_t q_begin, int64_t q_count) override;
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
                           int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD) override;
+  void attention_backward_overwrite(float* dqkv, const float* dout, const float* qkv, const float* out,
+                                    const float* lse, int64_t B, int64_t T, int64_t NH, int64_t KVH,
+                                    int64_t HD) override;
   void rope_forward(float* qkv, const float* table, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD,
                     int64_t t_begin, int64_t t_count) override;
   void rope_backward(float* dqkv, const float* table, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HD,
                      int64_t t_begin, int64_t t_count) override;
   void swiglu_forward(float* out, const float* inp, int64_t N, int64_t F) override;
   void swiglu_backward(float* dinp, const float* inp, const float* dout, int64_t N, int64_t F) override;
+  void swiglu_backward_overwrite(float* dinp, const float* inp, const float* dout, int64_t N, int64_t F) override;
   void gelu_forward(float* out, const float* inp, int64_t n) override;
   void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) override;
+  void gelu_backward_overwrite(float* dinp, const float* inp, const float* dout, int64_t n) override;
 
   void xent_row_max(float* rowmax, const float* logits, int64_t N, int64_t stride, int64_t vocab_count) override;
   void xent_sumexp_target(float* sumexp, float* target_logit, const float* logits, const float* rowmax,

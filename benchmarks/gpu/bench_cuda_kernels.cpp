@@ -41,8 +41,8 @@
 //   --shape=tiny      2 layers, C 128, NH 2, HD 64, F 512, V 512, B 2, T 64: a smoke run on gpu-sim
 //   --step-precision=bf16|fp32|tf32
 //   --iterations=N    every benchmark runs N timed iterations (default: Google Benchmark's choice)
-//   --vocab-pad-to=N  the model's vocabulary padded as model.vocab_pad_to = N does (default 1, trident's
-//                     default; 64 gives 50304, llm.c's and the PyTorch script's, as compare_bf16.sh runs)
+//   --vocab-pad-to=N  the model's vocabulary padded as model.vocab_pad_to = N does (default 128, trident's
+//                     default: 50304, llm.c's and the PyTorch script's; 1 leaves it unpadded)
 // Exit status: 2 for an unknown flag value, 1 without a CUDA device.
 //
 // On the GPU machine, one command from the checkout root with .device-deps carried (configure, a build of
@@ -268,13 +268,15 @@ void add_gemms(const Dims& d) {
         timed(s, [&] { K->matmul_forward(out.get(), in, w, g.bias ? bias.get() : nullptr, g.rows, g.IC, g.OC); });
         flops(s, 2.0 * g.rows * g.IC * g.OC);
       }, benchmark::kMillisecond);
+      // The model's backward writes dinp (beta 0), as matmul_backward_overwrite.
       add("matmul_bwd/" + suffix, [g, p](benchmark::State& s) {
         GemmOperands o(g, p);
         Buf dout(g.rows * g.OC, -0.01f, 0.01f, 3), dx(g.rows * g.IC, 0, 0), dw(g.OC * g.IC, 0, 0), db(g.OC, 0, 0);
         K->set_matmul_precision(p);
         const GemmInput in = o.input(g.backward_values), w = o.weight();
         timed(s, [&] {
-          K->matmul_backward(dx.get(), dw.get(), g.bias ? db.get() : nullptr, dout.get(), in, w, g.rows, g.IC, g.OC);
+          K->matmul_backward_overwrite(dx.get(), dw.get(), g.bias ? db.get() : nullptr, dout.get(), in, w, g.rows, g.IC,
+                                       g.OC);
         });
         flops(s, 4.0 * g.rows * g.IC * g.OC);
       }, benchmark::kMillisecond);
@@ -357,12 +359,14 @@ void add_attention(const Dims& d) {
       timed(s, [&] { K->attention_forward(out.get(), lse.get(), qkv.get(), d.B, d.T, d.NH, d.NH, d.HD); });
       flops(s, causal);
     }, benchmark::kMillisecond);
+    // dqkv written, as the model calls it (under fp32 that is a fill and the accumulating kernels).
     add(std::string("attention_bwd/") + kPrecisionNames[pi], [&d, p, causal](benchmark::State& s) {
       Buf qkv(d.N * d.QKV), out(d.N * d.C, 0, 0), lse(d.B * d.NH * d.T, 0, 0), dout(d.N * d.C), dqkv(d.N * d.QKV, 0, 0);
       K->set_matmul_precision(p);
       K->attention_forward(out.get(), lse.get(), qkv.get(), d.B, d.T, d.NH, d.NH, d.HD);
       timed(s, [&] {
-        K->attention_backward(dqkv.get(), dout.get(), qkv.get(), out.get(), lse.get(), d.B, d.T, d.NH, d.NH, d.HD);
+        K->attention_backward_overwrite(dqkv.get(), dout.get(), qkv.get(), out.get(), lse.get(), d.B, d.T, d.NH, d.NH,
+                                        d.HD);
       });
       flops(s, 2.0 * causal);
     }, benchmark::kMillisecond);
@@ -423,10 +427,10 @@ void add_norms_and_activations(const Dims& d) {
     timed(s, [&] { K->gelu_forward_rounded(kept.get(), out.get(), x.get(), NF); });
     bytes(s, 2.5 * NF * 4);
   });
-  add("gelu_bwd", [NF](benchmark::State& s) {
+  add("gelu_bwd", [NF](benchmark::State& s) {  // written, as the model calls it
     Buf x(NF), dout(NF), dx(NF, 0, 0);
-    timed(s, [&] { K->gelu_backward(dx.get(), x.get(), dout.get(), NF); });
-    bytes(s, 4.0 * NF * 4);  // read inp, dout, dinp; write dinp
+    timed(s, [&] { K->gelu_backward_overwrite(dx.get(), x.get(), dout.get(), NF); });
+    bytes(s, 3.0 * NF * 4);  // read inp, dout; write dinp
   });
   add("copy/N*C", [N, C](benchmark::State& s) {
     Buf x(N * C), y(N * C, 0, 0);
@@ -435,11 +439,11 @@ void add_norms_and_activations(const Dims& d) {
   });
 }
 
-// fill(x, 0) at the sizes a step zeroes: gradient scratch of the layer's backward, the whole gradient
-// buffer at the start of a step.
+// fill(x, 0) at the sizes a step zeroes: the gradient of the top of the stack (head_forward's dtop), the
+// whole gradient buffer at the start of a step. (The layers' gradient scratch is written, not zeroed.)
 void add_fills(const Dims& d) {
   const std::pair<const char*, int64_t> sizes[] = {
-      {"fill/N*C", d.N * d.C}, {"fill/N*3C", d.N * d.QKV}, {"fill/N*F", d.N * d.F}, {"fill/params", d.P()}};
+      {"fill/N*C", d.N * d.C}, {"fill/params", d.P()}};
   for (const auto& [name, n] : sizes)
     add(name, [n = n](benchmark::State& s) {
       Buf x(n, 0, 0);
@@ -679,9 +683,7 @@ constexpr Count kStepCounts[] = {
     {"gelu_fwd",                    1,  0, Times::Step,      Storage::Fp32},
     {"gelu_fwd_rounded",            1,  0, Times::Step,      Storage::Bf16},  // the MLP activation, kept
     {"gelu_bwd",                    1,  0, Times::Step,      Storage::Any},
-    {"fill/N*C",                    3,  2, Times::Step,      Storage::Any},   // dln_ x3; head's dln_, dtop
-    {"fill/N*3C",                   1,  0, Times::Step,      Storage::Any},   // dqkv_
-    {"fill/N*F",                    2,  0, Times::Step,      Storage::Any},   // dfchg_, dfch_
+    {"fill/N*C",                    0,  1, Times::Step,      Storage::Any},   // dtop (the others are written)
     {"fill/params",                 0,  1, Times::Step,      Storage::Any},   // Trainer: gradients zeroed
     {"copy/N*C",                    0,  1, Times::Step,      Storage::Any},   // backward: dres_ = dtop
     {"upload_ids",                  0,  2, Times::Step,      Storage::Any},   // tokens, targets
@@ -865,7 +867,7 @@ void print_help() {
       "  --shape=124m|774m|tiny          the model and batch (default 124m)\n"
       "  --step-precision=bf16|fp32|tf32 the step the model table adds up (default bf16)\n"
       "  --iterations=N                  N timed iterations per benchmark (default: Google Benchmark's)\n"
-      "  --vocab-pad-to=N                the vocabulary padded as model.vocab_pad_to = N (default 1)\n");
+      "  --vocab-pad-to=N                the vocabulary padded as model.vocab_pad_to = N (default 128)\n");
   benchmark::PrintDefaultHelp();
 }
 
@@ -879,7 +881,8 @@ bool take_flag(const std::string& arg, const char* flag, std::string* value) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string shape_name = "124m", step_name = "bf16", iterations = "0", vocab_pad = "1";
+  std::string shape_name = "124m", step_name = "bf16", iterations = "0",
+              vocab_pad = std::to_string(ModelConfig{}.vocab_pad_to);
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];

@@ -27,7 +27,8 @@
 //   dQ        block = (b, h, query tile): loop over key tiles up to the diagonal in halves of 32 keys;
 //             S = Q K^T, dP = dO V^T, dQ += dS K in registers.
 // Blocks of 8 keys or queries that the causal mask hides from all 16 rows of a warp are skipped.
-// Determinism: every output element has one owner (a lane's registers, then its += into dqkv), every loop
+// Determinism: every output element has one owner (a lane's registers, then its += into dqkv, or its = when
+// dqkv is written: attention_backward_overwrite), every loop
 // has a fixed order, there are no atomics: reruns are bit-identical.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -211,13 +212,17 @@ __device__ void warp_accumulate(float (&out)[HD / 8][4], const float (&p)[N][4],
 // dst[r * ld + c] += acc[c / 8][...] * scale for the warp's rows r (relative to dst) that are below
 // `rows`: each element of the warp's 16 x HD strip has one owner, the lane that holds it.
 template <int HD>
-__device__ void warp_add_strip(float* dst, int64_t ld, int rows, const float (&acc)[HD / 8][4], float scale) {
+__device__ void warp_add_strip(float* dst, int64_t ld, int rows, const float (&acc)[HD / 8][4], float scale,
+                               GradWrite write) {
   const LanePlace at;
 #pragma unroll
   for (int d = 0; d < HD / 8; ++d)
 #pragma unroll
     for (int i = 0; i < 4; ++i)
-      if (at.row(i) < rows) dst[at.row(i) * ld + at.col(d, i)] += acc[d][i] * scale;
+      if (at.row(i) < rows) {
+        float& o = dst[at.row(i) * ld + at.col(d, i)];
+        o = write == GradWrite::Overwrite ? acc[d][i] * scale : o + acc[d][i] * scale;
+      }
 }
 
 template <int HD>
@@ -344,7 +349,7 @@ __global__ void attention_row_dot_bf16_kernel(float* D, const float* dout, const
 template <int HD>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_kv_tc_kernel(float* dqkv, const float* dout, const float* qkv, const float* lse,
-                                    const float* D, int T, int NH, int KVH, float scale, bool vec) {
+                                    const float* D, int T, int NH, int KVH, float scale, bool vec, GradWrite write) {
   using S = TileShapes<HD>;
   constexpr int ld = S::kLd;
   TRIDENT_TC_SHARED(shared);
@@ -406,8 +411,8 @@ __global__ void __launch_bounds__(kThreads)
   const int rows = min(kWarpRows, T - key0);
   if (rows <= 0) return;  // the warp's keys are all padding
   float* dk_rows = dqkv + (int64_t(b) * T + key0) * RS + int64_t(NH + kvh) * HD;
-  warp_add_strip<HD>(dk_rows, RS, rows, dk, scale);
-  warp_add_strip<HD>(dk_rows + int64_t(KVH) * HD, RS, rows, dv, 1.0f);
+  warp_add_strip<HD>(dk_rows, RS, rows, dk, scale, write);
+  warp_add_strip<HD>(dk_rows + int64_t(KVH) * HD, RS, rows, dv, 1.0f, write);
 }
 
 // grid (B*NH, ceil(T/kTile)), kThreads threads. The block's query rows [q0, q0 + kTile) of head h; warp w
@@ -415,7 +420,7 @@ __global__ void __launch_bounds__(kThreads)
 template <int HD>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_q_tc_kernel(float* dqkv, const float* dout, const float* qkv, const float* lse,
-                                   const float* D, int T, int NH, int KVH, float scale, bool vec) {
+                                   const float* D, int T, int NH, int KVH, float scale, bool vec, GradWrite write) {
   using S = TileShapes<HD>;
   constexpr int ld = S::kLd;
   TRIDENT_TC_SHARED(shared);
@@ -474,7 +479,7 @@ __global__ void __launch_bounds__(kThreads)
 
   const int rows = min(kWarpRows, T - row0);
   if (rows <= 0) return;  // the warp's rows are all padding
-  warp_add_strip<HD>(dqkv + (int64_t(b) * T + row0) * RS + int64_t(h) * HD, RS, rows, dq, scale);
+  warp_add_strip<HD>(dqkv + (int64_t(b) * T + row0) * RS + int64_t(h) * HD, RS, rows, dq, scale, write);
 }
 
 float attention_scale(int64_t HD) { return float(1.0 / std::sqrt(double(HD))); }
@@ -507,16 +512,16 @@ void forward_tc(cudaStream_t stream, float* out, float* lse, const float* qkv, i
 
 template <int HD>
 void backward_tc(cudaStream_t stream, float* dqkv, const float* dout, const float* qkv, const float* lse,
-                 const float* D, int64_t B, int64_t T, int64_t NH, int64_t KVH) {
+                 const float* D, int64_t B, int64_t T, int64_t NH, int64_t KVH, GradWrite write) {
   const unsigned tiles = unsigned(ceil_div(T, kTile));
   const float scale = attention_scale(HD);
   const bool vec = aligned16(qkv) && aligned16(dout);
   launch_with_shared(attention_backward_kv_tc_kernel<HD>, dim3(unsigned(B * KVH), tiles),
                      TileShapes<HD>::kBackwardKvBytes, stream, dqkv, dout, qkv, lse, D, int(T), int(NH), int(KVH),
-                     scale, vec);
+                     scale, vec, write);
   launch_with_shared(attention_backward_q_tc_kernel<HD>, dim3(unsigned(B * NH), tiles),
                      TileShapes<HD>::kBackwardQBytes, stream, dqkv, dout, qkv, lse, D, int(T), int(NH), int(KVH),
-                     scale, vec);
+                     scale, vec, write);
 }
 
 }  // namespace
@@ -536,7 +541,7 @@ void attention_forward_tc(cudaStream_t stream, float* out, float* lse, const flo
 
 void attention_backward_tc(cudaStream_t stream, DeviceAllocator& alloc, float* dqkv, const float* dout,
                            const float* qkv, const float* out, const float* lse, int64_t B, int64_t T, int64_t NH,
-                           int64_t KVH, int64_t HD) {
+                           int64_t KVH, int64_t HD, GradWrite write) {
   check_attention_heads("attention_backward", NH, KVH);
   if (B <= 0 || T <= 0) return;
   check_tc_shape("attention_backward", B, T, NH, KVH, HD);
@@ -546,9 +551,9 @@ void attention_backward_tc(cudaStream_t stream, DeviceAllocator& alloc, float* d
   TRIDENT_CUDA_CHECK(launch(attention_row_dot_bf16_kernel, unsigned(ceil_div(rows, kRowDotWarps)), kRowDotWarps * 32,
                             0, stream, D, dout, out, rows, int(T), int(NH), int(HD)));
   if (HD == 64)
-    backward_tc<64>(stream, dqkv, dout, qkv, lse, D, B, T, NH, KVH);
+    backward_tc<64>(stream, dqkv, dout, qkv, lse, D, B, T, NH, KVH, write);
   else
-    backward_tc<128>(stream, dqkv, dout, qkv, lse, D, B, T, NH, KVH);
+    backward_tc<128>(stream, dqkv, dout, qkv, lse, D, B, T, NH, KVH, write);
   alloc.release(D);  // stream-ordered
 }
 

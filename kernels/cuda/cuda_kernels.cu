@@ -209,6 +209,10 @@ class CudaKernels final : public Kernels {
                        GemmInput weight, int64_t N, int64_t IC, int64_t OC) override {
     matmul_.backward(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
   }
+  void matmul_backward_overwrite(float* dinp, float* dweight, float* dbias, const float* dout, GemmInput inp,
+                                 GemmInput weight, int64_t N, int64_t IC, int64_t OC) override {
+    matmul_.backward(dinp, dweight, dbias, dout, inp, weight, N, IC, OC, cuda::GradWrite::Overwrite);
+  }
 
   // ---- attention ----
   void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t KVH,
@@ -228,6 +232,16 @@ class CudaKernels final : public Kernels {
       cuda::attention_backward_tc(stream(), alloc_, dqkv, dout, qkv, out, lse, B, T, NH, KVH, HD);
     else
       cuda::attention_backward(stream(), alloc_, dqkv, dout, qkv, out, lse, B, T, NH, KVH, HD);
+  }
+  // The tensor-core kernels write dqkv in their own pass; attention.cu's fp32 kernels accumulate (the default).
+  void attention_backward_overwrite(float* dqkv, const float* dout, const float* qkv, const float* out,
+                                    const float* lse, int64_t B, int64_t T, int64_t NH, int64_t KVH,
+                                    int64_t HD) override {
+    if (tensor_core_attention(HD))
+      cuda::attention_backward_tc(stream(), alloc_, dqkv, dout, qkv, out, lse, B, T, NH, KVH, HD,
+                                  cuda::GradWrite::Overwrite);
+    else
+      Kernels::attention_backward_overwrite(dqkv, dout, qkv, out, lse, B, T, NH, KVH, HD);
   }
 
   // ---- RoPE ----
@@ -249,11 +263,17 @@ class CudaKernels final : public Kernels {
   void swiglu_backward(float* dinp, const float* inp, const float* dout, int64_t N, int64_t F) override {
     cuda::swiglu_backward(stream(), dinp, inp, dout, N, F);
   }
+  void swiglu_backward_overwrite(float* dinp, const float* inp, const float* dout, int64_t N, int64_t F) override {
+    cuda::swiglu_backward(stream(), dinp, inp, dout, N, F, cuda::GradWrite::Overwrite);
+  }
 
   // ---- GELU ----
   void gelu_forward(float* out, const float* inp, int64_t n) override { cuda::gelu_forward(stream(), out, inp, n); }
   void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) override {
     cuda::gelu_backward(stream(), dinp, inp, dout, n);
+  }
+  void gelu_backward_overwrite(float* dinp, const float* inp, const float* dout, int64_t n) override {
+    cuda::gelu_backward(stream(), dinp, inp, dout, n, cuda::GradWrite::Overwrite);
   }
 
   // ---- cross-entropy ----

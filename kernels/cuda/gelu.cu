@@ -22,7 +22,7 @@ __global__ void gelu_forward_kernel(float* out, const float* inp, int64_t n, Out
 
 // d gelu/dx = s + 2 x s (1 - s) u', s = sigmoid(2u), s (1 - s) = e s^2 with e = exp(-2u) (clamped
 // at e^80 so that e s^2 is never inf * 0), u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2).
-__global__ void gelu_backward_kernel(float* dinp, const float* inp, const float* dout, int64_t n) {
+__global__ void gelu_backward_kernel(float* dinp, const float* inp, const float* dout, int64_t n, GradWrite write) {
   TRIDENT_GRID_STRIDE(i, n) {
     const float x = inp[i];
     const float u = kGeluScale * (x + kGeluCube * x * x * x);
@@ -31,7 +31,8 @@ __global__ void gelu_backward_kernel(float* dinp, const float* inp, const float*
     const float s = 1.0f / (1.0f + e);
     const float du = kGeluScale * (1.0f + 3.0f * kGeluCube * x * x);
     const float local = s + 2.0f * x * (e * s * s) * du;
-    dinp[i] += local * dout[i];
+    const float g = local * dout[i];
+    dinp[i] = write == GradWrite::Overwrite ? g : dinp[i] + g;
   }
 }
 
@@ -45,14 +46,18 @@ __global__ void swiglu_forward_kernel(float* out, const float* inp, int64_t N, i
 }
 
 // d/dup = silu(g); d/dgate = up (s + silu(g) (1 - s)), s = sigmoid(g).
-__global__ void swiglu_backward_kernel(float* dinp, const float* inp, const float* dout, int64_t N, int64_t F) {
+__global__ void swiglu_backward_kernel(float* dinp, const float* inp, const float* dout, int64_t N, int64_t F,
+                                       GradWrite write) {
   TRIDENT_GRID_STRIDE(idx, N * F) {
     const int64_t i = idx / F, j = idx - i * F;
     const float g = inp[i * 2 * F + j], u = inp[i * 2 * F + F + j], dy = dout[idx];
     const float s = 1.0f / (1.0f + expf(-g));
     const float silu = g * s;
-    dinp[i * 2 * F + j] += dy * u * (s + silu * (1.0f - s));
-    dinp[i * 2 * F + F + j] += dy * silu;
+    const float dgate = dy * u * (s + silu * (1.0f - s)), dup = dy * silu;
+    float* gate = dinp + i * 2 * F + j;
+    float* up = gate + F;
+    *gate = write == GradWrite::Overwrite ? dgate : *gate + dgate;
+    *up = write == GradWrite::Overwrite ? dup : *up + dup;
   }
 }
 
@@ -63,9 +68,10 @@ void gelu_forward(cudaStream_t stream, float* out, const float* inp, int64_t n, 
   TRIDENT_CUDA_CHECK(launch(gelu_forward_kernel, grid_for(n, kThreads), kThreads, 0, stream, out, inp, n, rounding));
 }
 
-void gelu_backward(cudaStream_t stream, float* dinp, const float* inp, const float* dout, int64_t n) {
+void gelu_backward(cudaStream_t stream, float* dinp, const float* inp, const float* dout, int64_t n, GradWrite write) {
   if (n <= 0) return;
-  TRIDENT_CUDA_CHECK(launch(gelu_backward_kernel, grid_for(n, kThreads), kThreads, 0, stream, dinp, inp, dout, n));
+  TRIDENT_CUDA_CHECK(
+      launch(gelu_backward_kernel, grid_for(n, kThreads), kThreads, 0, stream, dinp, inp, dout, n, write));
 }
 
 void swiglu_forward(cudaStream_t stream, float* out, const float* inp, int64_t N, int64_t F, OutputRounding rounding) {
@@ -74,10 +80,11 @@ void swiglu_forward(cudaStream_t stream, float* out, const float* inp, int64_t N
       launch(swiglu_forward_kernel, grid_for(N * F, kThreads), kThreads, 0, stream, out, inp, N, F, rounding));
 }
 
-void swiglu_backward(cudaStream_t stream, float* dinp, const float* inp, const float* dout, int64_t N, int64_t F) {
+void swiglu_backward(cudaStream_t stream, float* dinp, const float* inp, const float* dout, int64_t N, int64_t F,
+                     GradWrite write) {
   if (N <= 0 || F <= 0) return;
   TRIDENT_CUDA_CHECK(launch(swiglu_backward_kernel, grid_for(N * F, kThreads), kThreads, 0, stream, dinp, inp, dout,
-      N, F));
+      N, F, write));
 }
 
 }  // namespace trident::cuda

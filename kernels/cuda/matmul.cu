@@ -219,13 +219,17 @@ void Matmul::forward(float* out, GemmInput inp, GemmInput weight, const float* b
 }
 
 void Matmul::backward(float* dinp, float* dweight, float* dbias, const float* dout, GemmInput inp,
-                      GemmInput weight, int64_t N, int64_t IC, int64_t OC) {
-  if (N <= 0 || OC <= 0) return;  // every gradient gets an empty sum added: nothing to do
+                      GemmInput weight, int64_t N, int64_t IC, int64_t OC, GradWrite dinp_write) {
+  const bool overwrite = dinp_write == GradWrite::Overwrite;
+  if (N <= 0 || OC <= 0) {  // every gradient is an empty sum: added, nothing changes; written, dinp = 0
+    if (dinp && overwrite) fill(stream_, dinp, 0.0f, N * IC);
+    return;
+  }
   if (IC > 0 && (dinp || dweight)) {
     const Operand d = operand(dout, N * OC);  // converted once for both GEMMs
     if (dinp) {
       const Operand w = operand(weight, OC * IC);
-      gemm(false, false, IC, N, OC, w.data, IC, d.data, OC, dinp, IC, 1.0f, nullptr);
+      gemm(false, false, IC, N, OC, w.data, IC, d.data, OC, dinp, IC, overwrite ? 0.0f : 1.0f, nullptr);
     }
     if (dweight) {
       const Operand x = operand(inp, N * IC);

@@ -12,7 +12,7 @@
 //
 // Row-major [R, K] is column-major [K, R]; with that, for y = x W^T + b (W is [OC, IC]):
 //   forward  out^T[OC,N]  = W^T-stored[IC,OC]^T * inp^T[IC,N]      (transa = T), bias epilogue
-//   dinp     dinp^T[IC,N] += W^T-stored[IC,OC]  * dout^T[OC,N]     (beta = 1)
+//   dinp     dinp^T[IC,N] += W^T-stored[IC,OC]  * dout^T[OC,N]     (beta = 1; written: beta = 0)
 //   dweight  dW^T[IC,OC]  += inp^T[IC,N]        * (dout^T[OC,N])^T (transb = T, beta = 1)
 // A plan (descriptors, layouts, the heuristic's algorithm) is cached per shape and per pointer
 // alignment class: cuBLASLt's heuristic assumes 256-byte aligned operands unless told otherwise,
@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <map>
 
+#include "cuda/ops.cuh"
 #include "kernels.hpp"
 
 namespace trident::cuda {
@@ -39,8 +40,9 @@ class Matmul {
   Matmul& operator=(const Matmul&) = delete;
 
   void forward(float* out, GemmInput inp, GemmInput weight, const float* bias, int64_t N, int64_t IC, int64_t OC);
+  // dinp gets the input gradient added (Accumulate: the dinp GEMM's beta is 1) or written (Overwrite: beta 0).
   void backward(float* dinp, float* dweight, float* dbias, const float* dout, GemmInput inp, GemmInput weight,
-                int64_t N, int64_t IC, int64_t OC);
+                int64_t N, int64_t IC, int64_t OC, GradWrite dinp_write = GradWrite::Accumulate);
   void set_precision(MatmulPrecision precision) { precision_ = precision; }
 
  private:

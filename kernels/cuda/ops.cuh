@@ -15,6 +15,10 @@ namespace trident::cuda {
 
 class DeviceAllocator;
 
+// How a backward op puts its input gradient into dinp: added to it (the Kernels' default) or written over
+// it, unread (Kernels::*_backward_overwrite).
+enum class GradWrite { Accumulate, Overwrite };
+
 // ---- elementwise.cu ----
 void fill(cudaStream_t stream, float* x, float value, int64_t n);
 void fill_double(cudaStream_t stream, double* x, double value, int64_t n);
@@ -87,7 +91,7 @@ void attention_forward_tc(cudaStream_t stream, float* out, float* lse, const flo
                           int64_t NH, int64_t KVH, int64_t HD);
 void attention_backward_tc(cudaStream_t stream, DeviceAllocator& alloc, float* dqkv, const float* dout,
                            const float* qkv, const float* out, const float* lse, int64_t B, int64_t T, int64_t NH,
-                           int64_t KVH, int64_t HD);
+                           int64_t KVH, int64_t HD, GradWrite write = GradWrite::Accumulate);
 
 // ---- rope.cu ----
 // sign +1: rope_forward, -1: rope_backward (the transpose).
@@ -96,10 +100,12 @@ void rope_apply(cudaStream_t stream, float* x, const float* table, int64_t B, in
 
 // ---- gelu.cu (and SwiGLU) ----
 void gelu_forward(cudaStream_t stream, float* out, const float* inp, int64_t n, OutputRounding rounding = {});
-void gelu_backward(cudaStream_t stream, float* dinp, const float* inp, const float* dout, int64_t n);
+void gelu_backward(cudaStream_t stream, float* dinp, const float* inp, const float* dout, int64_t n,
+                   GradWrite write = GradWrite::Accumulate);
 void swiglu_forward(cudaStream_t stream, float* out, const float* inp, int64_t N, int64_t F,
                     OutputRounding rounding = {});
-void swiglu_backward(cudaStream_t stream, float* dinp, const float* inp, const float* dout, int64_t N, int64_t F);
+void swiglu_backward(cudaStream_t stream, float* dinp, const float* inp, const float* dout, int64_t N, int64_t F,
+                     GradWrite write = GradWrite::Accumulate);
 
 // ---- crossentropy.cu ----
 void xent_row_max(cudaStream_t stream, float* rowmax, const float* logits, int64_t N, int64_t stride,

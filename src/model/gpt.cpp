@@ -367,30 +367,24 @@ void GptModel::layer_backward(Slot& sl, int64_t l, const LayerActs& a) {
   }
   open_grads(layer_range(l).first, layer_range(l).second);
   // MLP branch; the residual passes dres through unchanged and the norm's backward adds to it.
-  k_.fill(dfchg_, 0.f, N * Fl_);
-  k_.matmul_backward(dfchg_, grad(p.fc_proj_w), optional_grad(p.fc_proj_b), to_full(dres_, C),
-                     kept_for_backward(a.fchg, pk, &PackedActs::fchg), weight(p.fc_proj_w), N, Fl_, C);
-  k_.fill(dfch_, 0.f, N * FCl_);
+  k_.matmul_backward_overwrite(dfchg_, grad(p.fc_proj_w), optional_grad(p.fc_proj_b), to_full(dres_, C),
+                               kept_for_backward(a.fchg, pk, &PackedActs::fchg), weight(p.fc_proj_w), N, Fl_, C);
   if (s.swiglu) {
-    k_.swiglu_backward(dfch_, a.fch, dfchg_, N, Fl_);
+    k_.swiglu_backward_overwrite(dfch_, a.fch, dfchg_, N, Fl_);
   } else {
-    k_.gelu_backward(dfch_, a.fch, dfchg_, N * Fl_);
+    k_.gelu_backward_overwrite(dfch_, a.fch, dfchg_, N * Fl_);
   }
-  k_.fill(dln_, 0.f, N * C);
-  k_.matmul_backward(dln_, grad(p.fc_w), optional_grad(p.fc_b), dfch_, norm_output(a.ln2, pk, &PackedActs::ln2, true),
-                     weight(p.fc_w), N, C, FCl_);
+  k_.matmul_backward_overwrite(dln_, grad(p.fc_w), optional_grad(p.fc_b), dfch_,
+                               norm_output(a.ln2, pk, &PackedActs::ln2, true), weight(p.fc_w), N, C, FCl_);
   from_partial(dln_, dln_local, C);
   norm_backward(dres_, p.ln2_w, p.ln2_b, dln_local, a.x2, a.ln2_mean, a.ln2_rstd);
   // Attention branch (dln_ first holds the gradient of the attention output, [N, Cl]).
-  k_.fill(dln_, 0.f, N * Cl_);
-  k_.matmul_backward(dln_, grad(p.attn_proj_w), optional_grad(p.attn_proj_b), to_full(dres_, C),
-                     kept_for_backward(a.atty, pk, &PackedActs::atty), weight(p.attn_proj_w), N, Cl_, C);
-  k_.fill(dqkv_, 0.f, N * QKVl_);
-  k_.attention_backward(dqkv_, dln_, a.qkv, a.atty, a.lse, B_, s.T, NHl_, KVHl_, s.HD);
+  k_.matmul_backward_overwrite(dln_, grad(p.attn_proj_w), optional_grad(p.attn_proj_b), to_full(dres_, C),
+                               kept_for_backward(a.atty, pk, &PackedActs::atty), weight(p.attn_proj_w), N, Cl_, C);
+  k_.attention_backward_overwrite(dqkv_, dln_, a.qkv, a.atty, a.lse, B_, s.T, NHl_, KVHl_, s.HD);
   if (s.rope) k_.rope_backward(dqkv_, rope_table_, B_, s.T, NHl_, KVHl_, s.HD, 0, s.T);
-  k_.fill(dln_, 0.f, N * C);
-  k_.matmul_backward(dln_, grad(p.qkv_w), optional_grad(p.qkv_b), dqkv_, norm_output(a.ln1, pk, &PackedActs::ln1, true),
-                     weight(p.qkv_w), N, C, QKVl_);
+  k_.matmul_backward_overwrite(dln_, grad(p.qkv_w), optional_grad(p.qkv_b), dqkv_,
+                               norm_output(a.ln1, pk, &PackedActs::ln1, true), weight(p.qkv_w), N, C, QKVl_);
   from_partial(dln_, dln_local, C);
   norm_backward(dres_, p.ln1_w, p.ln1_b, dln_local, sl.residual[l - L0_], a.ln1_mean, a.ln1_rstd);
   close_grads();
@@ -414,7 +408,6 @@ void GptModel::head_forward(Slot& sl, const int32_t* targets, float dloss_scale,
   if (with_grad) {
     open_grads(tail.first, tail.second);
     if (shapes_.tied) open_grads(wte.first, wte.second);
-    k_.fill(dln_, 0.f, N * C);
   }
   for (int64_t r0 = 0; r0 < N; r0 += head_rows_) head_rows(r0, std::min(head_rows_, N - r0), lnf_full, dloss_scale, with_grad);
   k_.sum_into(loss_sum_, losses_, N);
@@ -442,9 +435,9 @@ void GptModel::head_rows(int64_t r0, int64_t n, const float* lnf_full, float dlo
   if (tp_.size() > 1) tp_.group->all_reduce(sumexp_, 2 * n);
   k_.xent_loss_grad(losses_ + r0, logits_, rowmax_, sumexp_, target_logit, targets_ + r0, vocab_begin_, dloss_scale, n,
                     Vl_, vocab_real_);
-  if (with_grad)  // logits_ now holds dloss_scale * dL/dlogits of these rows
-    k_.matmul_backward(dln_ + r0 * C, grad(layout_.lm_head()), nullptr, logits_, x, weight(layout_.lm_head()), n, C,
-                       Vl_);
+  if (with_grad)  // logits_ now holds dloss_scale * dL/dlogits of these rows; dln_'s rows are written
+    k_.matmul_backward_overwrite(dln_ + r0 * C, grad(layout_.lm_head()), nullptr, logits_, x,
+                                 weight(layout_.lm_head()), n, C, Vl_);
 }
 
 int GptModel::forward(const int32_t* tokens, const float* input, const int32_t* targets, float dloss_scale,

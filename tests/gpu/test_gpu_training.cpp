@@ -400,7 +400,7 @@ TEST(GpuOpProfile, ProfilesTheCudaStepWithoutChangingIt) {
     EXPECT_GT(op.at("total_ms").get<double>(), 0.0) << op.dump();
   }
   EXPECT_EQ(calls["attention_forward B2 T64 NH1 KVH1 HD64"], 4.0) << rank0.dump(1);
-  EXPECT_EQ(calls["attention_backward B2 T64 NH1 KVH1 HD64"], 4.0) << rank0.dump(1);
+  EXPECT_EQ(calls["attention_backward_overwrite B2 T64 NH1 KVH1 HD64"], 4.0) << rank0.dump(1);
   EXPECT_EQ(calls["matmul_forward 128x64x192"], 4.0) << "the qkv GEMM, N 128 = 2 x 64 rows\n" << rank0.dump(1);
   fs::remove_all(dir);
 }

@@ -5,6 +5,7 @@
 #include "common/test_support.hpp"
 
 #include <Kokkos_Core.hpp>
+#include <limits>
 #include <string>
 
 #include "kernel_test_util.hpp"
@@ -343,6 +344,80 @@ TEST_P(LayersTest, RoundedNormsAndActivationsAreTheOpThenTheRounding) {
       for (float& v : rounded_again) v = test::bf16_by_arithmetic(v);
       EXPECT_TRUE(same_bits(rounded_again, fused[0])) << "the output holds bf16 values";
     }
+}
+
+// The backward ops that write their input gradient (Kernels::*_backward_overwrite) give the values of a fill
+// of dinp with 0 followed by the accumulating op, whatever dinp held before (here NaN: a read of it would
+// show), while matmul's dweight and dbias still accumulate (onto random starting values). matmul in fp32 and
+// in bf16 (the CUDA backend's bf16 GEMMs read patterns and converted copies), at OC = 0 too (an empty sum:
+// dinp = 0). A zero sum may come out as -0 where the fill gives +0: compared as values, every bit otherwise.
+// The same for attention's dqkv. On the CUDA backend this tests the dinp GEMM with beta 0 and the kernels'
+// write, on Kokkos the defaults.
+TEST_P(LayersTest, BackwardOverwriteIsTheFillThenTheAccumulatingOp) {
+  const auto same_values = [](VecF a, VecF b) {
+    for (VecF* v : {&a, &b})
+      for (float& x : *v) x = x == 0.0f ? 0.0f : x;  // -0 -> +0
+    return same_bits(a, b);
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const int64_t N = 37, IC = 130;
+  for (MatmulPrecision precision : {MatmulPrecision::FP32, MatmulPrecision::BF16})
+    for (int64_t OC : {int64_t(70), int64_t(0)}) {
+      SCOPED_TRACE(std::string("matmul, ") + (precision == MatmulPrecision::BF16 ? "bf16" : "fp32") +
+                   ", OC = " + std::to_string(OC));
+      k->set_matmul_precision(precision);
+      const VecF x = random_vec(N * IC, 70), w = random_vec(OC * IC, 71), dy = random_vec(N * OC, 72),
+                 g0w = random_vec(OC * IC, 73), g0b = random_vec(OC, 74);
+      const auto run = [&](bool overwrite) {
+        Buf X(*k, x), W(*k, w), dout(*k, dy), dW(*k, g0w), dB(*k, g0b);
+        Buf dX(*k, VecF(size_t(N * IC), overwrite ? nan : 0.0f));
+        if (overwrite)
+          k->matmul_backward_overwrite(dX.get(), dW.get(), dB.get(), dout.get(), X.get(), W.get(), N, IC, OC);
+        else
+          k->matmul_backward(dX.get(), dW.get(), dB.get(), dout.get(), X.get(), W.get(), N, IC, OC);
+        return std::vector<VecF>{dX.host(), dW.host(), dB.host()};
+      };
+      const auto written = run(true), expected = run(false);
+      EXPECT_TRUE(same_values(written[0], expected[0])) << "dinp";
+      EXPECT_TRUE(same_bits(written[1], expected[1])) << "dweight";
+      EXPECT_TRUE(same_bits(written[2], expected[2])) << "dbias";
+    }
+  k->set_matmul_precision(MatmulPrecision::FP32);
+  const int64_t n = N * IC;
+  const VecF x = random_vec(n, 75, -3.0f, 3.0f), dy = random_vec(n, 76);
+  for (bool swiglu : {false, true}) {
+    SCOPED_TRACE(swiglu ? "swiglu" : "gelu");
+    const int64_t F = IC / 2, outputs = swiglu ? N * F : n;  // SwiGLU: dinp [N, 2F] from dout [N, F]
+    const auto run = [&](bool overwrite) {
+      Buf X(*k, x), dout(*k, dy), dX(*k, VecF(size_t(n), overwrite ? nan : 0.0f));
+      if (swiglu && overwrite) k->swiglu_backward_overwrite(dX.get(), X.get(), dout.get(), N, F);
+      if (swiglu && !overwrite) k->swiglu_backward(dX.get(), X.get(), dout.get(), N, F);
+      if (!swiglu && overwrite) k->gelu_backward_overwrite(dX.get(), X.get(), dout.get(), outputs);
+      if (!swiglu && !overwrite) k->gelu_backward(dX.get(), X.get(), dout.get(), outputs);
+      return dX.host();
+    };
+    EXPECT_TRUE(same_values(run(true), run(false)));
+  }
+  // Attention at head size 64, grouped (4 query heads over 2 kv heads), T = 70 (a partial tile): under bf16
+  // the CUDA backend's tensor-core kernels write dqkv, under fp32 its accumulating kernels run after a fill.
+  const int64_t B = 2, T = 70, NH = 4, KVH = 2, HD = 64, RS = (NH + 2 * KVH) * HD;
+  const VecF qkv = random_vec(B * T * RS, 77), dout_a = random_vec(B * T * NH * HD, 78);
+  for (MatmulPrecision precision : {MatmulPrecision::FP32, MatmulPrecision::BF16}) {
+    SCOPED_TRACE(std::string("attention, ") + (precision == MatmulPrecision::BF16 ? "bf16" : "fp32"));
+    k->set_matmul_precision(precision);
+    Buf Q(*k, qkv), dY(*k, dout_a), out(*k, B * T * NH * HD), lse(*k, B * NH * T);
+    k->attention_forward(out.get(), lse.get(), Q.get(), B, T, NH, KVH, HD);
+    const auto run = [&](bool overwrite) {
+      Buf dQ(*k, VecF(size_t(B * T * RS), overwrite ? nan : 0.0f));
+      if (overwrite)
+        k->attention_backward_overwrite(dQ.get(), dY.get(), Q.get(), out.get(), lse.get(), B, T, NH, KVH, HD);
+      else
+        k->attention_backward(dQ.get(), dY.get(), Q.get(), out.get(), lse.get(), B, T, NH, KVH, HD);
+      return dQ.host();
+    };
+    EXPECT_TRUE(same_values(run(true), run(false)));
+  }
+  k->set_matmul_precision(MatmulPrecision::FP32);
 }
 
 TRIDENT_INSTANTIATE_KERNEL_SUITE(LayersTest);

@@ -42,10 +42,10 @@ TEST(OpProfile, ProfiledRunEqualsThePlainRunAndCountsTheModelsOperations) {
   // residual add that feeds it (ln_2 of each layer, ln_1 of the second, ln_f): 4 per micro-batch; every
   // norm's backward: 2 per layer and ln_f's, per micro-batch; one update.
   const std::map<std::string, double> expected = {
-      {"matmul_forward 32x32x96", 4},     {"matmul_backward 32x32x96", 4},
+      {"matmul_forward 32x32x96", 4},     {"matmul_backward_overwrite 32x32x96", 4},
       {"matmul_forward 32x32x128", 4},    {"matmul_forward 32x128x32", 4},
       {"matmul_forward 32x32x32", 4},     {"matmul_forward 32x32x256", 2},
-      {"attention_forward B2 T16 NH4 KVH4 HD8", 4}, {"attention_backward B2 T16 NH4 KVH4 HD8", 4},
+      {"attention_forward B2 T16 NH4 KVH4 HD8", 4}, {"attention_backward_overwrite B2 T16 NH4 KVH4 HD8", 4},
       {"gelu_forward 4096", 4},           {"layernorm_forward 32x32", 2},
       {"residual_layernorm_forward 32x32", 8}, {"layernorm_backward 32x32", 10},
       {"xent_loss_grad 32x256", 2}};
@@ -61,9 +61,9 @@ TEST(OpProfile, ProfiledRunEqualsThePlainRunAndCountsTheModelsOperations) {
   // the first layer, whose input gradient feeds ln_1's backward; the tied LM head's too); attention's
   // causal half, 2 B NH T^2 HD forward (2 x 2 x 4 x 16^2 x 8) and twice that backward. No rate elsewhere.
   const std::map<std::string, double> flop_per_call = {
-      {"matmul_forward 32x32x96", 2.0 * 32 * 32 * 96},    {"matmul_backward 32x32x96", 4.0 * 32 * 32 * 96},
-      {"matmul_forward 32x32x256", 2.0 * 32 * 32 * 256},  {"matmul_backward 32x32x256", 4.0 * 32 * 32 * 256},
-      {"attention_forward B2 T16 NH4 KVH4 HD8", 32768.0}, {"attention_backward B2 T16 NH4 KVH4 HD8", 65536.0}};
+      {"matmul_forward 32x32x96", 2.0 * 32 * 32 * 96},    {"matmul_backward_overwrite 32x32x96", 4.0 * 32 * 32 * 96},
+      {"matmul_forward 32x32x256", 2.0 * 32 * 32 * 256},  {"matmul_backward_overwrite 32x32x256", 4.0 * 32 * 32 * 256},
+      {"attention_forward B2 T16 NH4 KVH4 HD8", 32768.0}, {"attention_backward_overwrite B2 T16 NH4 KVH4 HD8", 65536.0}};
   for (const auto& op : ranks[0].at("ops")) {
     const std::string name = op.at("op").get<std::string>();
     const auto it = flop_per_call.find(name);
