@@ -132,8 +132,8 @@ inline double max_abs(const VecD& v) {
   return m;
 }
 
-inline bool same_bits(const VecF& a, const VecF& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+inline bool same_bits(const VecF& a, const VecF& b) {  // empty vectors: data() may be null, not for memcmp
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 // Attention forward and backward with qkv, dout and dqkv (starting at init) placed `offset` floats past
