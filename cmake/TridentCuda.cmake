@@ -72,9 +72,6 @@ function(trident_add_cuda_backend core)
     ${PROJECT_BINARY_DIR}/generated)
   set_target_properties(trident_cuda_objects PROPERTIES POSITION_INDEPENDENT_CODE ON)
   if(TRIDENT_GPU_SIM)
-    # The core starts MPI as gpu-sim's NCCL needs it (src/core/mpi_start.hpp) though only the module
-    # links gpu-sim.
-    target_compile_definitions(${core} PUBLIC TRIDENT_GPU_SIM=1)
     # The .cu files as C++ for the host compiler. `#pragma unroll` is nvcc's (GCC has its own spelling).
     set_source_files_properties(${_cuda_sources} PROPERTIES LANGUAGE CXX)
     target_compile_options(trident_cuda_objects PRIVATE -x c++ -Wno-unknown-pragmas)

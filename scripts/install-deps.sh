@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  cmake make ninja-build g++ pkg-config
+  cmake make ninja-build ccache g++ pkg-config
   mpich libmpich-dev libhdf5-mpich-dev hdf5-tools libopenblas-dev
   libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev
   libtomlplusplus-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev

@@ -46,7 +46,7 @@ void drop_cache(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  trident::start_mpi(&argc, &argv);
+  trident::start_mpi(&argc, &argv, TRIDENT_BUILD_MPI_THREADS);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);

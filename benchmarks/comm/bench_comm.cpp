@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
   // A re-execution above leaves SIGUSR1, SIGTERM and SIGINT blocked; this program handles none of
   // them itself, so their default actions (and any handler a test installs) apply again.
   trident::unblock_stop_signals();
-  trident::start_mpi(&argc, &argv);
+  trident::start_mpi(&argc, &argv, TRIDENT_BUILD_MPI_THREADS);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);

@@ -94,7 +94,7 @@ void BM_MemcpyRoundTrip(benchmark::State& state) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  trident::start_mpi(&argc, &argv);
+  trident::start_mpi(&argc, &argv, TRIDENT_BUILD_MPI_THREADS);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   std::string comm = "nccl";

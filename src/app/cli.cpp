@@ -155,7 +155,7 @@ int parse_and_run(int argc, char** argv) {
 
 }  // namespace
 
-int cli_main(int argc, char** argv) {
+int cli_main(int argc, char** argv, MpiThreads mpi_threads) {
   // Before anything that takes time: a signal arriving while the default action stands kills the
   // process (SIGUSR1: exit 10) instead of being handled.
   install_stop_signal_counters();
@@ -170,7 +170,7 @@ int cli_main(int argc, char** argv) {
     // MPI_Init starts inherit the mask, so the signal reaches this thread. SIGTERM stays deliverable:
     // it ends a start-up that MPI_Init blocks.
     const StopSignalsHeld held;
-    start_mpi(&argc, &argv);
+    start_mpi(&argc, &argv, mpi_threads);
     install_stop_signal_counters();
   }
   int rank = 0, size = 1;

@@ -13,4 +13,4 @@ void install_stop_handlers_first(int, char**, char**) { trident::install_stop_si
 
 }  // namespace
 
-int main(int argc, char** argv) { return trident::cli_main(argc, argv); }
+int main(int argc, char** argv) { return trident::cli_main(argc, argv, TRIDENT_BUILD_MPI_THREADS); }

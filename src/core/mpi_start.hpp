@@ -8,8 +8,16 @@
 
 namespace trident {
 
-inline void start_mpi(int* argc, char*** argv) {
-#if TRIDENT_GPU_SIM
+enum class MpiThreads { Default, Multiple };
+
+// The level comes in as an argument rather than from TRIDENT_GPU_SIM here, so that trident_lib is the
+// same code in the release and the gpu-sim builds (compiled once: CI's compiler cache, CMakeLists.txt).
+// A program's main passes TRIDENT_BUILD_MPI_THREADS, its own build's level.
+inline void start_mpi(int* argc, char*** argv, MpiThreads threads) {
+  if (threads == MpiThreads::Default) {
+    MPI_Init(argc, argv);
+    return;
+  }
   int provided = 0;
   MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
   if (provided < MPI_THREAD_MULTIPLE) {
@@ -17,9 +25,12 @@ inline void start_mpi(int* argc, char*** argv) {
                  provided);
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
-#else
-  MPI_Init(argc, argv);
-#endif
 }
 
 }  // namespace trident
+
+#if TRIDENT_GPU_SIM
+#define TRIDENT_BUILD_MPI_THREADS ::trident::MpiThreads::Multiple
+#else
+#define TRIDENT_BUILD_MPI_THREADS ::trident::MpiThreads::Default
+#endif

@@ -23,7 +23,7 @@ void CUDART_CB stall(void*) { std::this_thread::sleep_for(std::chrono::seconds(1
 
 int main(int argc, char** argv) {
   using namespace trident;
-  trident::start_mpi(&argc, &argv);
+  trident::start_mpi(&argc, &argv, TRIDENT_BUILD_MPI_THREADS);
   if (cuda::device_count() == 0) {
     std::fprintf(stderr, "no CUDA device\n");
     MPI_Finalize();
