@@ -76,11 +76,13 @@ TEST(Signals, StopHandlersAreInstalledBeforeTheLibrariesStart) {
 // A start-up that cannot finish (rank 1 stopped, so rank 0 waits for it inside MPI start-up or the
 // first collective) ends within seconds of a SIGTERM, with 143 and a message, instead of waiting for
 // the watchdog or Slurm's SIGKILL. The time is reported (the `stop_to_exit_s` property).
+// Each rank runs under a shell that records its exit status: Hydra's status for the job is not rank 0's
+// (below).
 TEST(Signals, SigtermDuringABlockedStartUpEndsWithinSeconds) {
   const std::string dir = make_temp_dir("trident-term-startup");
   write_file(dir + "/deck.toml", small_deck(1, 1, 2));
-  BackgroundJob job(without_parent_mpi_env() + " OPENBLAS_NUM_THREADS=1 " + local_mpiexec() + " -n 2 " +
-                        trident_binary() + " train " + dir + "/deck.toml --set train.steps=3",
+  BackgroundJob job(without_parent_mpi_env() + " OPENBLAS_NUM_THREADS=1 " + local_mpiexec() + " -n 2 sh -c '\"$0\" \"$@\"; s=$?; echo $s > " +
+                        dir + "/exit.$PMI_RANK; exit $s' " + trident_binary() + " train " + dir + "/deck.toml --set train.steps=3",
                     dir + "/out.txt");
   pid_t rank1 = -1;
   ASSERT_TRUE(wait_until([&] { return (rank1 = job.rank_pid(1)) > 0 || job.wait_for(0); }, 30)) << job.output();
@@ -91,18 +93,21 @@ TEST(Signals, SigtermDuringABlockedStartUpEndsWithinSeconds) {
   std::this_thread::sleep_for(std::chrono::seconds(2));  // rank 0 is now waiting for rank 1
   ASSERT_FALSE(job.wait_for(0)) << job.output();
   const auto start = std::chrono::steady_clock::now();
-  kill(rank1, SIGTERM);  // pending while it is stopped, as Slurm would send it to every task
   kill(rank0, SIGTERM);
-  // Rank 1 resumes into its pending SIGTERM and exits as rank 0 does. Left stopped, it could only end by
-  // the launcher's SIGKILL after rank 0's exit, which Hydra now and then reported as the job's status
-  // (exit 9 in place of 143: one CI run in about ten).
-  kill(rank1, SIGCONT);
+  kill(rank1, SIGTERM);  // pending while it is stopped, as Slurm would send it to every task
   const auto status = job.wait_for(60);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  kill(rank1, SIGCONT);
   const std::string out = job.output();
   ASSERT_TRUE(status) << "still running 60 s after SIGTERM:\n" << out;
   EXPECT_LT(seconds, 10.0) << out;
-  EXPECT_EQ(*status, 128 + SIGTERM) << out;
+  // Rank 0's own status. Hydra's for the job is 143 or, now and then, one of two it makes up: 9, its
+  // SIGKILL of rank 1 (stopped, so it cannot end otherwise; one CI run in about ten), or 1, "Hangup", for a
+  // process that exits without MPI_Finalize (pmodels/mpich#7057; 1 in 10 runs beside a busy loop per core).
+  std::ifstream rank0_exit(dir + "/exit.0");
+  const std::string rank0_status((std::istreambuf_iterator<char>(rank0_exit)), {});
+  EXPECT_EQ(rank0_status, "143\n") << out;
+  EXPECT_TRUE(*status == 128 + SIGTERM || *status == SIGKILL || *status == 1) << "status " << *status << "\n" << out;
   EXPECT_NE(out.find("SIGTERM during start-up: stopping now"), std::string::npos) << out;
   EXPECT_EQ(out.find("step 1/"), std::string::npos) << out;
   RecordProperty("stop_to_exit_s", std::to_string(seconds));
