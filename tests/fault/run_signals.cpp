@@ -81,8 +81,9 @@ TEST(Signals, StopHandlersAreInstalledBeforeTheLibrariesStart) {
 TEST(Signals, SigtermDuringABlockedStartUpEndsWithinSeconds) {
   const std::string dir = make_temp_dir("trident-term-startup");
   write_file(dir + "/deck.toml", small_deck(1, 1, 2));
-  BackgroundJob job(without_parent_mpi_env() + " OPENBLAS_NUM_THREADS=1 " + local_mpiexec() + " -n 2 sh -c '\"$0\" \"$@\"; s=$?; echo $s > " +
-                        dir + "/exit.$PMI_RANK; exit $s' " + trident_binary() + " train " + dir + "/deck.toml --set train.steps=3",
+  const std::string record_exit = "sh -c '\"$0\" \"$@\"; s=$?; echo $s > " + dir + "/exit.$PMI_RANK; exit $s' ";
+  BackgroundJob job(without_parent_mpi_env() + " OPENBLAS_NUM_THREADS=1 " + local_mpiexec() + " -n 2 " + record_exit +
+                        trident_binary() + " train " + dir + "/deck.toml --set train.steps=3",
                     dir + "/out.txt");
   pid_t rank1 = -1;
   ASSERT_TRUE(wait_until([&] { return (rank1 = job.rank_pid(1)) > 0 || job.wait_for(0); }, 30)) << job.output();
