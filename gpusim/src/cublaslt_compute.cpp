@@ -7,8 +7,9 @@
 // dgemm, then the epilogue. The fast compute types (CUBLAS_COMPUTE_32F_FAST_16BF, _FAST_TF32) first
 // copy A and B into host scratch rounded as the tensor cores would see them, then run the same sgemm
 // and epilogue on the copies: products of such operands are exact in fp32, and C, the bias and the
-// accumulation stay fp32, as on the GPU. Results match cuBLAS's only to rounding: both sum the k
-// products in a blocking order of their own.
+// accumulation stay fp32, as on the GPU. bf16 A and B are widened into such copies; with bf16 C and D
+// too, D (and the epilogue's aux) are rounded to bf16 once, as they are stored. Results match cuBLAS's
+// only to rounding: both sum the k products in a blocking order of their own.
 #include <cblas.h>
 #include <cuda_runtime.h>
 
@@ -228,13 +229,56 @@ void compute_widened(const Job& job, float alpha, float beta) {
   });
 }
 
+uint16_t bf16_pattern(float x) {
+  const float r = round_input(x, InputRounding::BF16);
+  uint32_t bits;
+  std::memcpy(&bits, &r, sizeof bits);
+  return uint16_t(bits >> 16);
+}
+
+// The fp32 values (ld = rows) rounded to bfloat16 into the stored matrix `m` at dst.
+void store_rounded(const Matrix& m, const std::vector<float>& src, uint16_t* dst) {
+  for (int64_t j = 0; j < m.cols; ++j)
+    for (int64_t i = 0; i < m.rows; ++i) dst[i + j * m.ld] = bf16_pattern(src[size_t(i + j * m.rows)]);
+}
+
+// bfloat16 A, B, C and D (and the bias and aux, of D's type): each batch entry computed in fp32 on
+// host copies, as compute_widened does (C widened into D's copy when beta is not zero, the bias
+// widened), then D, aux and a bias gradient rounded to bfloat16 once, to nearest even, where they are
+// stored: the GPU's epilogue converts its fp32 accumulators as it writes them.
+void compute_bf16_output(const Job& job, float alpha, float beta) {
+  Problem p = job.p;
+  p.a.ld = p.a.rows;
+  p.b.ld = p.b.rows;
+  p.c.ld = p.d.ld = p.aux_matrix.ld = p.m;
+  const Matrix bias_vector{p.bias_length, 1, p.bias_length, 0};
+  const bool bgrad = p.epilogue.bgrad_a || p.epilogue.bgrad_b;
+  std::vector<float> a, b, d, bias, aux(p.epilogue.aux ? size_t(p.m * p.n) : 0);
+  for (int64_t batch = 0; batch < p.batch; ++batch) {
+    const Operands<uint16_t> in = operands_of<uint16_t>(job, batch);
+    copy_widened(job.p.a, in.A, a);
+    copy_widened(job.p.b, in.B, b);
+    if (beta != 0.0f) {
+      copy_widened(Matrix{p.m, p.n, job.p.c.ld, 0}, in.C, d);
+    } else {
+      d.assign(size_t(p.m * p.n), 0.0f);
+    }
+    bias.assign(size_t(p.bias_length), 0.0f);
+    if (p.epilogue.bias) copy_widened(bias_vector, in.bias, bias);
+    compute_one(p, Operands<float>{a.data(), b.data(), d.data(), d.data(), bias.data(), aux.data()}, alpha, beta);
+    store_rounded(Matrix{p.m, p.n, job.p.d.ld, 0}, d, in.D);
+    if (p.epilogue.aux) store_rounded(Matrix{p.m, p.n, job.p.aux_matrix.ld, 0}, aux, in.aux);
+    if (bgrad) store_rounded(bias_vector, bias, in.bias);
+  }
+}
+
 }  // namespace
 
 void run(const Job& job) {
   const Problem& p = job.p;
   double alpha = job.alpha, beta = job.beta;
   if (p.device_scalars) {
-    const auto e = int64_t(p.element_bytes);
+    const auto e = int64_t(p.scalar == Scalar::F64 ? sizeof(double) : sizeof(float));  // the scale type's
     if (!accessible("alpha", job.alpha_ptr, e) || !accessible("beta", job.beta_ptr, e)) return;
     alpha = scalar_value(job.alpha_ptr, p.scalar);
     beta = scalar_value(job.beta_ptr, p.scalar);
@@ -243,6 +287,8 @@ void run(const Job& job) {
   if (job.workspace_bytes > 0) std::memset(job.workspace, kWorkspacePattern, job.workspace_bytes);
   if (p.scalar == Scalar::F64)
     compute<double>(job, alpha, beta);
+  else if (p.element_bytes == 2)
+    compute_bf16_output(job, float(alpha), float(beta));
   else if (p.ab_element_bytes == 2)
     compute_widened(job, float(alpha), float(beta));
   else if (p.rounding != InputRounding::None)

@@ -87,7 +87,7 @@ struct Epilogue {
 // D[m x n] = epilogue(alpha * op(A)[m x k] * op(B)[k x n] + beta * C[m x n]), batch times.
 struct Problem {
   Scalar scalar = Scalar::F32;
-  size_t element_bytes = 4;      // of C, D, the bias and aux
+  size_t element_bytes = 4;      // of C, D, the bias and aux: 2 when they are bfloat16 (rounded from fp32)
   size_t ab_element_bytes = 4;   // of A and B: 2 when they are bfloat16 (CUDA_R_16BF, widened to fp32)
   InputRounding rounding = InputRounding::None;
   bool transa = false, transb = false;

@@ -159,6 +159,13 @@ cublasStatus_t scalar_of(const char* call, const Desc& desc, const Layout* const
     p.ab_element_bytes = 2;
     return kOk;
   }
+  // bfloat16 A, B, C and D (what llm.c and PyTorch's autocast run): the same fp32 GEMM, its result
+  // rounded to bfloat16 once, as the epilogue stores it; the bias and aux of D's type.
+  if (same && type == CUDA_R_16BF && is_compute_32f(desc.compute_type) && desc.scale_type == CUDA_R_32F) {
+    p.scalar = Scalar::F32;
+    p.element_bytes = p.ab_element_bytes = 2;
+    return kOk;
+  }
   if (same && is_compute_64f(desc.compute_type) && desc.scale_type == CUDA_R_64F && type == CUDA_R_64F) {
     p.scalar = Scalar::F64;
     p.element_bytes = p.ab_element_bytes = sizeof(double);
@@ -171,8 +178,8 @@ cublasStatus_t scalar_of(const char* call, const Desc& desc, const Layout* const
                   data_type_name(int32_t(layouts[3]->type)) +
                   " is not simulated (gpu-sim runs CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_16BF and "
                   "CUBLAS_COMPUTE_32F_FAST_TF32 on CUDA_R_32F with scale type CUDA_R_32F, CUBLAS_COMPUTE_32F on "
-                  "CUDA_R_16BF A and B with CUDA_R_32F C and D, and CUBLAS_COMPUTE_64F on CUDA_R_64F with scale "
-                  "type CUDA_R_64F)");
+                  "CUDA_R_16BF A and B with CUDA_R_32F or CUDA_R_16BF C and D, and CUBLAS_COMPUTE_64F on CUDA_R_64F "
+                  "with scale type CUDA_R_64F)");
 }
 
 // For real data CUBLAS_OP_C is CUBLAS_OP_T.

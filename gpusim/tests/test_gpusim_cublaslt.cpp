@@ -1,6 +1,7 @@
 // gpu-sim's cuBLASLt against cuBLASLt's documented semantics: D = epilogue(alpha op(A) op(B) + beta C)
 // for every transpose combination on non-square shapes with padded leading dimensions, out of place
-// and in place, batched, fp32 and fp64; the fast compute types (A and B rounded to bf16 or TF32); the
+// and in place, batched, fp32 and fp64; the fast compute types (A and B rounded to bf16 or TF32); bf16
+// A and B with fp32 or bf16 C and D (bf16 D: the fp32 result rounded once, expect_rounded_within); the
 // epilogues; the heuristic's alignment and workspace records and what cublasLtMatmul checks against
 // them; the validation statuses; stream order; and the device fault for an operand the GPU cannot
 // reach. Expected values are naive loops in double; fp32 results must agree to 1e-5 * (k + 1) (operands
@@ -416,19 +417,27 @@ TEST_F(Lt, FastComputeTypesRoundAAndBButNotCOrTheBias) {
       }
 }
 
+std::vector<uint16_t> bf16_patterns(const std::vector<float>& v) {
+  std::vector<uint16_t> p(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &v[i], sizeof bits);
+    p[i] = uint16_t(bits >> 16);
+  }
+  return p;
+}
+
+float bf16_value(uint16_t bits) {
+  const uint32_t u = uint32_t(bits) << 16;
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
 // bfloat16 A and B with fp32 C and D under CUBLAS_COMPUTE_32F (what trident's bf16 GEMMs use): each
 // bf16 value is exact in fp32, so D is the fp32 GEMM of the widened operands, within fast_bound of the
 // double reference.
 TEST_F(Lt, Bf16OperandsWithFp32OutputAreWidenedExactly) {
-  auto bf16_patterns = [](const std::vector<float>& v) {
-    std::vector<uint16_t> p(v.size());
-    for (size_t i = 0; i < v.size(); ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, &v[i], sizeof bits);
-      p[i] = uint16_t(bits >> 16);
-    }
-    return p;
-  };
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
       const Case g = fast_case(ta, tb);
@@ -449,6 +458,118 @@ TEST_F(Lt, Bf16OperandsWithFp32OutputAreWidenedExactly) {
                 kOk);
       expect_fast_d(g, h, h.A, h.B, bias, to_host(D, g.size_d()), "bf16 A and B");
     }
+}
+
+// ---- bfloat16 A, B, C and D ----
+
+// A stored bf16 element against an exact value known to within `bound` before the one rounding to
+// bfloat16: round to nearest even is monotonic, so it lies between the roundings of the interval's ends.
+void expect_rounded_within(uint16_t got, double exact, double bound, const std::string& where) {
+  const float lo = round_to_bits(float(exact - bound), 8), hi = round_to_bits(float(exact + bound), 8);
+  const float d = bf16_value(got);
+  ASSERT_TRUE(d >= lo && d <= hi) << where << ": " << d << " outside [" << lo << ", " << hi << "], exact " << exact
+                                  << " +- " << bound;
+}
+
+constexpr uint16_t kBf16Sentinel = 0x4000;  // 2.0
+
+// bf16 everywhere under CUBLAS_COMPUTE_32F (what llm.c and autocast run): D is the fp32 result (within
+// fast_bound of the exact value on the bf16 operands) rounded to nearest even once; the bias is bf16
+// (D's type); in place (C is D) and out of place; padding untouched.
+TEST_F(Lt, Bf16OutputIsTheFp32ResultRoundedOnce) {
+  for (bool in_place : {false, true})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        Case g = fast_case(ta, tb);
+        Operands<float> h(g);
+        h.A = rounded(h.A, 8);
+        h.B = rounded(h.B, 8);
+        h.C = rounded(h.C, 8);
+        const std::vector<float> bias = rounded(random_values<float>(size_t(g.m), 5), 8);
+        Plan plan(g, CUDA_R_16BF, CUBLAS_COMPUTE_32F);
+        if (in_place) {  // C takes D's layout
+          ASSERT_EQ(cublasLtMatrixLayoutDestroy(plan.c), kOk);
+          Plan::layout(&plan.c, CUDA_R_16BF, g.m, g.n, g.ldd(), g.batch, g.stride_d());
+          h.C.resize(g.size_d());
+          for (size_t i = 0; i < h.C.size(); ++i) {  // D's padding rows and batch gaps hold the sentinel
+            const int64_t at = int64_t(i) % g.stride_d();
+            if (at >= g.ldd() * g.n || at % g.ldd() >= g.m) h.C[i] = 2.0f;
+          }
+        }
+        ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(CUBLASLT_EPILOGUE_BIAS)), kOk);
+        ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(to_device(bf16_patterns(bias)))),
+                  kOk);
+        const cublasLtMatmulAlgo_t algo = algo_for(plan);
+        uint16_t* C = to_device(bf16_patterns(h.C));
+        uint16_t* D = in_place ? C : to_device(std::vector<uint16_t>(g.size_d(), kBf16Sentinel));
+        ASSERT_EQ(matmul(plan, float(kFastAlpha), to_device(bf16_patterns(h.A)), to_device(bf16_patterns(h.B)),
+                         float(kFastBeta), C, D, &algo),
+                  kOk);
+        const std::vector<uint16_t> got = to_host(D, g.size_d());
+        const int64_t ldc = in_place ? g.ldd() : g.ldc(), stride_c = in_place ? g.stride_d() : g.stride_c();
+        for (int b = 0; b < g.batch; ++b)
+          for (int j = 0; j < g.n; ++j)
+            for (int i = 0; i < g.ldd(); ++i) {
+              const uint16_t d = got[size_t(b * g.stride_d() + i + j * g.ldd())];
+              const std::string where = "in_place " + std::to_string(in_place) + " ta " + std::to_string(ta) + " tb " +
+                                        std::to_string(tb) + " batch " + std::to_string(b) + " D(" +
+                                        std::to_string(i) + "," + std::to_string(j) + ")";
+              if (i >= g.m) {
+                ASSERT_EQ(d, kBf16Sentinel) << where << ": padding was written";
+                continue;
+              }
+              double sum = 0;
+              for (int kk = 0; kk < g.k; ++kk) sum += op_a(g, h.A, b, i, kk) * op_b(g, h.B, b, kk, j);
+              const double c = h.C[size_t(b * stride_c + i + j * ldc)];
+              const double exact = kFastAlpha * sum + kFastBeta * c + bias[size_t(i)];
+              expect_rounded_within(
+                  d, exact,
+                  fast_bound(g, h.A, h.B, kFastAlpha, std::fabs(kFastBeta * c) + std::fabs(bias[size_t(i)]), b, i, j),
+                  where);
+            }
+      }
+}
+
+// GELU_AUX_BIAS with bf16 D, bias and aux (the fused MLP activation): aux is the pre-activation x
+// rounded once, D is gelu of the fp32 x (not of the rounded aux) rounded once. |gelu'| < 1.13, and
+// fp32's tanh-formula evaluation adds a few ulps: the bound on D before its rounding is 1.2 times x's
+// plus 8 ulps of fp32 at |x| + 1.
+TEST_F(Lt, Bf16GeluAuxEpilogueRoundsTheActivationAndItsInput) {
+  Case g;
+  g.ta = true;
+  g.m = 9;
+  g.n = 6;
+  g.k = 8;
+  Operands<float> h(g);
+  h.A = rounded(h.A, 8);
+  h.B = rounded(h.B, 8);
+  const std::vector<float> bias = rounded(random_values<float>(size_t(g.m), 5), 8);
+  const int64_t aux_ld = 16;
+  Plan plan(g, CUDA_R_16BF, CUBLAS_COMPUTE_32F);
+  uint16_t* aux_d = to_device(std::vector<uint16_t>(size_t(aux_ld * g.n), kBf16Sentinel));
+  ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(CUBLASLT_EPILOGUE_GELU_AUX_BIAS)), kOk);
+  ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(to_device(bf16_patterns(bias)))), kOk);
+  ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<void*>(aux_d)), kOk);
+  ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, aux_ld), kOk);
+  const cublasLtMatmulAlgo_t algo = algo_for(plan);
+  uint16_t* D = to_device(std::vector<uint16_t>(g.size_d(), kBf16Sentinel));
+  ASSERT_EQ(matmul(plan, 1.0f, to_device(bf16_patterns(h.A)), to_device(bf16_patterns(h.B)), 0.0f,
+                   static_cast<const void*>(nullptr), D, &algo),
+            kOk);
+  const std::vector<uint16_t> got = to_host(D, g.size_d()), aux = to_host(aux_d, size_t(aux_ld * g.n));
+  for (int j = 0; j < g.n; ++j)
+    for (int i = 0; i < g.m; ++i) {
+      const std::string where = "(" + std::to_string(i) + "," + std::to_string(j) + ")";
+      double sum = 0;
+      for (int kk = 0; kk < g.k; ++kk) sum += op_a(g, h.A, 0, i, kk) * op_b(g, h.B, 0, kk, j);
+      const double x = sum + bias[size_t(i)];
+      const double x_bound = fast_bound(g, h.A, h.B, 1.0, std::fabs(bias[size_t(i)]), 0, i, j);
+      expect_rounded_within(aux[size_t(i + j * aux_ld)], x, x_bound, "aux " + where);
+      expect_rounded_within(got[size_t(i + j * g.ldd())], gelu(x),
+                            1.2 * x_bound + 8 * std::ldexp(1.0, -24) * (std::fabs(x) + 1), "D " + where);
+    }
+  for (int j = 0; j < g.n; ++j)
+    for (int64_t i = g.m; i < aux_ld; ++i) ASSERT_EQ(aux[size_t(i + j * aux_ld)], kBf16Sentinel) << "aux padding";
 }
 
 // The rounding cannot silently be skipped: on random operands (low mantissa bits set) the fast types'
@@ -838,9 +959,19 @@ TEST_F(Lt, OtherTypesAndComputeTypesAreNotSupported) {
   cublasLtMatmulHeuristicResult_t r{};
   int count = -1;
   {
+    // bf16 D takes a bias of its own type only (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE).
     Plan bf16(g, CUDA_R_16BF, CUBLAS_COMPUTE_32F);
+    EXPECT_EQ(bf16.heuristic(handle, r), kOk);
+    ASSERT_EQ(bf16.set(CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(CUBLASLT_EPILOGUE_BIAS)), kOk);
+    ASSERT_EQ(bf16.set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(CUDA_R_32F)), kOk);
     EXPECT_EQ(bf16.heuristic(handle, r, &count), CUBLAS_STATUS_NOT_SUPPORTED);
     EXPECT_EQ(count, 0);
+  }
+  {
+    Plan fp32_d(g, CUDA_R_16BF, CUBLAS_COMPUTE_32F);  // bf16 A, B and C with fp32 D: not a cuBLASLt type set
+    const uint32_t f32 = CUDA_R_32F;
+    ASSERT_EQ(cublasLtMatrixLayoutSetAttribute(fp32_d.d, CUBLASLT_MATRIX_LAYOUT_TYPE, &f32, sizeof f32), kOk);
+    EXPECT_EQ(fp32_d.heuristic(handle, r), CUBLAS_STATUS_NOT_SUPPORTED);
   }
   // The fast types run on fp32 A/B/C/D with an fp32 scale, and only there.
   for (cublasComputeType_t fast : {CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_COMPUTE_32F_FAST_TF32}) {
