@@ -572,6 +572,42 @@ TEST_F(Lt, Bf16GeluAuxEpilogueRoundsTheActivationAndItsInput) {
     for (int64_t i = g.m; i < aux_ld; ++i) ASSERT_EQ(aux[size_t(i + j * aux_ld)], kBf16Sentinel) << "aux padding";
 }
 
+// A bias gradient epilogue with bf16 D writes the gradient in D's type: the fp32 sum rounded once.
+TEST_F(Lt, Bf16BiasGradientIsRoundedOnce) {
+  for (cublasLtEpilogue_t epilogue : {CUBLASLT_EPILOGUE_BGRADA, CUBLASLT_EPILOGUE_BGRADB}) {
+    Case g;
+    g.ta = g.tb = true;
+    g.m = 4;
+    g.n = 10;
+    g.k = 13;
+    Operands<float> h(g);
+    h.A = rounded(h.A, 8);
+    h.B = rounded(h.B, 8);
+    Plan plan(g, CUDA_R_16BF, CUBLAS_COMPUTE_32F);
+    const bool on_a = epilogue == CUBLASLT_EPILOGUE_BGRADA;
+    const int length = on_a ? g.m : g.n;
+    uint16_t* grad = to_device(std::vector<uint16_t>(size_t(length), kBf16Sentinel));
+    ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(epilogue)), kOk);
+    ASSERT_EQ(plan.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<void*>(grad)), kOk);
+    const cublasLtMatmulAlgo_t algo = algo_for(plan);
+    uint16_t* D = to_device(std::vector<uint16_t>(g.size_d(), kBf16Sentinel));
+    ASSERT_EQ(matmul(plan, 1.0f, to_device(bf16_patterns(h.A)), to_device(bf16_patterns(h.B)), 0.0f,
+                     static_cast<const void*>(nullptr), D, &algo),
+              kOk);
+    const std::vector<uint16_t> got = to_host(grad, size_t(length));
+    for (int r = 0; r < length; ++r) {
+      double sum = 0, magnitude = 0;
+      for (int kk = 0; kk < g.k; ++kk) {
+        const double x = on_a ? op_a(g, h.A, 0, r, kk) : op_b(g, h.B, 0, kk, r);
+        sum += x;
+        magnitude += std::fabs(x);
+      }
+      expect_rounded_within(got[size_t(r)], sum, 2 * g.k * std::ldexp(1.0, -24) * magnitude,
+                            "epilogue " + std::to_string(epilogue) + " at " + std::to_string(r));
+    }
+  }
+}
+
 // The rounding cannot silently be skipped: on random operands (low mantissa bits set) the fast types'
 // D differs from exact fp32's by far more than fast_bound.
 TEST_F(Lt, FastComputeTypesDifferFromExactFp32) {
