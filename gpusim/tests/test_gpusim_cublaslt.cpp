@@ -376,6 +376,40 @@ Case fast_case(bool ta, bool tb) {
   return g;
 }
 
+// The pointwise epilogues' case (fp32 and bf16): A transposed, 9 x 6, k 8.
+Case epilogue_case() {
+  Case g;
+  g.ta = true;
+  g.m = 9;
+  g.n = 6;
+  g.k = 8;
+  return g;
+}
+
+// The bias gradient epilogues' case (fp32 and bf16): 4 x 10, k 13, A and B both transposed or neither.
+Case bias_gradient_case(bool trans) {
+  Case g;
+  g.ta = g.tb = trans;
+  g.m = 4;
+  g.n = 10;
+  g.k = 13;
+  return g;
+}
+
+// BGRADA's exact element r (the sum over k of op(A)[r, k]) or BGRADB's (of op(B)[k, r]), in double, and
+// the sum of the terms' magnitudes into *magnitude when given.
+double exact_bias_gradient(const Case& g, const std::vector<float>& A, const std::vector<float>& B, bool on_a, int r,
+                           double* magnitude = nullptr) {
+  double sum = 0, size = 0;
+  for (int kk = 0; kk < g.k; ++kk) {
+    const double x = on_a ? op_a(g, A, 0, r, kk) : op_b(g, B, 0, kk, r);
+    sum += x;
+    size += std::fabs(x);
+  }
+  if (magnitude) *magnitude = size;
+  return sum;
+}
+
 // D against the double reference on ra and rb (the operands as the GEMM multiplies them), within
 // fast_bound; padding rows keep the sentinel.
 void expect_fast_d(const Case& g, const Operands<float>& h, const std::vector<float>& ra, const std::vector<float>& rb,
@@ -535,11 +569,7 @@ TEST_F(Lt, Bf16OutputIsTheFp32ResultRoundedOnce) {
 // fp32's tanh-formula evaluation adds a few ulps: the bound on D before its rounding is 1.2 times x's
 // plus 8 ulps of fp32 at |x| + 1.
 TEST_F(Lt, Bf16GeluAuxEpilogueRoundsTheActivationAndItsInput) {
-  Case g;
-  g.ta = true;
-  g.m = 9;
-  g.n = 6;
-  g.k = 8;
+  const Case g = epilogue_case();
   Operands<float> h(g);
   h.A = rounded(h.A, 8);
   h.B = rounded(h.B, 8);
@@ -575,11 +605,7 @@ TEST_F(Lt, Bf16GeluAuxEpilogueRoundsTheActivationAndItsInput) {
 // A bias gradient epilogue with bf16 D writes the gradient in D's type: the fp32 sum rounded once.
 TEST_F(Lt, Bf16BiasGradientIsRoundedOnce) {
   for (cublasLtEpilogue_t epilogue : {CUBLASLT_EPILOGUE_BGRADA, CUBLASLT_EPILOGUE_BGRADB}) {
-    Case g;
-    g.ta = g.tb = true;
-    g.m = 4;
-    g.n = 10;
-    g.k = 13;
+    const Case g = bias_gradient_case(true);
     Operands<float> h(g);
     h.A = rounded(h.A, 8);
     h.B = rounded(h.B, 8);
@@ -596,12 +622,8 @@ TEST_F(Lt, Bf16BiasGradientIsRoundedOnce) {
               kOk);
     const std::vector<uint16_t> got = to_host(grad, size_t(length));
     for (int r = 0; r < length; ++r) {
-      double sum = 0, magnitude = 0;
-      for (int kk = 0; kk < g.k; ++kk) {
-        const double x = on_a ? op_a(g, h.A, 0, r, kk) : op_b(g, h.B, 0, kk, r);
-        sum += x;
-        magnitude += std::fabs(x);
-      }
+      double magnitude = 0;
+      const double sum = exact_bias_gradient(g, h.A, h.B, on_a, r, &magnitude);
       expect_rounded_within(got[size_t(r)], sum, 2 * g.k * std::ldexp(1.0, -24) * magnitude,
                             "epilogue " + std::to_string(epilogue) + " at " + std::to_string(r));
     }
@@ -737,11 +759,7 @@ TEST_F(Lt, PointwiseEpiloguesApplyBiasThenActivation) {
       {CUBLASLT_EPILOGUE_GELU_AUX, false, false, true, true},
       {CUBLASLT_EPILOGUE_GELU_AUX_BIAS, true, false, true, true},
   };
-  Case g;
-  g.ta = true;
-  g.m = 9;
-  g.n = 6;
-  g.k = 8;
+  const Case g = epilogue_case();
   Operands<float> h(g);
   const std::vector<float> bias = random_values<float>(size_t(g.m), 5);
   const int64_t aux_ld = 16;
@@ -776,12 +794,7 @@ TEST_F(Lt, PointwiseEpiloguesApplyBiasThenActivation) {
 TEST_F(Lt, BiasGradientEpiloguesSumOverK) {
   for (cublasLtEpilogue_t epilogue : {CUBLASLT_EPILOGUE_BGRADA, CUBLASLT_EPILOGUE_BGRADB})
     for (bool trans : {false, true}) {
-      Case g;
-      g.ta = trans;
-      g.tb = trans;
-      g.m = 4;
-      g.n = 10;
-      g.k = 13;
+      const Case g = bias_gradient_case(trans);
       Operands<float> h(g);
       Plan plan(g);
       const bool on_a = epilogue == CUBLASLT_EPILOGUE_BGRADA;
@@ -795,9 +808,8 @@ TEST_F(Lt, BiasGradientEpiloguesSumOverK) {
       expect_d(g, h, to_host(D, g.size_d()), 1.0, 1.0);
       const std::vector<float> got = to_host(grad, size_t(length));
       for (int r = 0; r < length; ++r) {
-        double sum = 0;
-        for (int kk = 0; kk < g.k; ++kk) sum += on_a ? op_a(g, h.A, 0, r, kk) : op_b(g, h.B, 0, kk, r);
-        ASSERT_NEAR(got[size_t(r)], sum, tolerance(g)) << "epilogue " << epilogue << " trans " << trans << " at " << r;
+        ASSERT_NEAR(got[size_t(r)], exact_bias_gradient(g, h.A, h.B, on_a, r), tolerance(g))
+            << "epilogue " << epilogue << " trans " << trans << " at " << r;
       }
     }
 }
